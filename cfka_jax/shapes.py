@@ -1,0 +1,26 @@
+"""Dimension-letter legend and jaxtyping aliases used across cfka_jax.
+
+Legend (used in signatures, einsum strings and math-heavy locals such as ``q_BSNH``):
+
+====  ==============================================================
+B     batch
+S     query positions (sequence)
+T     key positions
+D     model width
+N     query heads
+K     key/value heads
+H     head dimension
+F     MLP width
+V     vocabulary
+L     layers (models) or context length (theory model, L context tokens)
+M     theory vocabulary size (all token types)
+O     number of objects (candidate answers) in a fact world
+C     number of distinct contexts in an enumerated fact world
+P     number of hyperparameter/seed configurations in a sweep
+R     logged time points of a trajectory
+====  ==============================================================
+"""
+
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+__all__ = ["Array", "Bool", "Float", "Int", "PRNGKeyArray"]
