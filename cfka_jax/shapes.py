@@ -15,6 +15,7 @@ V     vocabulary
 L     layers (models) or context length (theory model, L context tokens)
 M     theory vocabulary size (all token types)
 O     number of objects (candidate answers) in a fact world
+X     context (non-object) token types of a fact world
 C     number of distinct contexts in an enumerated fact world
 P     number of hyperparameter/seed configurations in a sweep
 R     logged time points of a trajectory
