@@ -1,0 +1,231 @@
+"""Local HF checkpoint folders and the strict key-table engine used by every ``convert.py``.
+
+A folder holds ``config.json`` and either ``model.safetensors`` or ``model.safetensors.index.json`` plus the
+shards it names. Tensors are read and written as numpy arrays (``safetensors.numpy``); torch is never imported.
+
+The engine maps HF keys to NNX parameter paths through a declarative table of :class:`Rule` s. Each rule names
+a transform from the family's registry (a pair of numpy functions, HF -> NNX and NNX -> HF). Loading collects
+*every* problem (unused HF keys, unfilled parameters, shape mismatches) and raises one
+:class:`ConversionError`. Export runs the same table backwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import flax.nnx as nnx
+import jax.numpy as jnp
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+
+Path = tuple[str | int, ...]
+Transform = tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]
+IDENTITY: Transform = (lambda a: a, lambda a: a)
+TRANSPOSE: Transform = (lambda a: a.T, lambda a: a.T)  # HF Linear [out, in] <-> nnx.Linear kernel [in, out]
+
+
+class ConversionError(ValueError):
+    """A checkpoint does not match the model: lists every offending key and parameter."""
+
+
+# ---------------------------------------------------------------------------------------------------- folder I/O
+
+
+def read_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The parsed ``config.json`` of a checkpoint folder."""
+    with open(os.path.join(path, CONFIG_FILE)) as f:
+        return json.load(f)
+
+
+def read_tensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """All tensors of a folder as numpy arrays, from one file or from a sharded index.
+
+    Raises:
+        FileNotFoundError: neither ``model.safetensors`` nor an index is present.
+        ConversionError: a shard lacks keys its index assigns to it, or holds keys the index does not list.
+    """
+    index_path = os.path.join(path, INDEX_FILE)
+    if not os.path.exists(index_path):
+        single = os.path.join(path, WEIGHTS_FILE)
+        if not os.path.exists(single):
+            raise FileNotFoundError(f"no {WEIGHTS_FILE} or {INDEX_FILE} in {path}")
+        return load_file(single)
+    with open(index_path) as f:
+        weight_map: dict[str, str] = json.load(f)["weight_map"]
+    tensors: dict[str, np.ndarray] = {}
+    problems = []
+    for shard in sorted(set(weight_map.values())):
+        part = load_file(os.path.join(path, shard))
+        listed = {k for k, v in weight_map.items() if v == shard}
+        problems += [f"{k}: listed for {shard} but absent" for k in sorted(listed - part.keys())]
+        problems += [f"{k}: in {shard} but not in the index" for k in sorted(part.keys() - listed)]
+        tensors.update(part)
+    if problems:
+        raise ConversionError(f"inconsistent sharded checkpoint {path}:\n  " + "\n  ".join(problems))
+    return tensors
+
+
+def write_checkpoint(path: str | os.PathLike, config: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> None:
+    """Write ``config.json`` and a single ``model.safetensors`` (metadata format "pt", as transformers expects)."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, CONFIG_FILE), "w") as f:
+        json.dump(dict(config), f, indent=2, sort_keys=True)
+    arrays = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    save_file(arrays, os.path.join(path, WEIGHTS_FILE), metadata={"format": "pt"})
+
+
+# ------------------------------------------------------------------------------------------------ the key table
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One table row: an HF key and the NNX parameter path it fills, both possibly containing ``{i}`` (layer).
+
+    ``nnx`` is a dotted path such as ``layers.{i}.attention.dense.kernel``. With scanned layers the ``{i}``
+    segment is dropped and the tensor fills slice i of the stacked parameter.
+    """
+
+    hf: str
+    nnx: str
+    transform: str = "identity"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    path: Path
+    layer: int | None
+    transform: str
+
+
+def _plan(rules: list[Rule], num_layers: int, scan: bool) -> dict[str, _Slot]:
+    plan = {}
+    for rule in rules:
+        for i in range(num_layers) if "{i}" in rule.hf else [None]:
+            parts: list[str | int] = []
+            for seg in rule.nnx.split("."):
+                if seg == "{i}":
+                    if not scan:
+                        parts.append(i)
+                else:
+                    parts.append(int(seg) if seg.isdigit() else seg)
+            hf_key = rule.hf if i is None else rule.hf.replace("{i}", str(i))
+            plan[hf_key] = _Slot(tuple(parts), i if scan else None, rule.transform)
+    return plan
+
+
+def _flatten(tree: Mapping, prefix: Path = ()) -> dict[Path, Any]:
+    flat = {}
+    for k, v in tree.items():
+        if isinstance(v, Mapping):
+            flat.update(_flatten(v, prefix + (k,)))
+        else:
+            flat[prefix + (k,)] = v
+    return flat
+
+
+def _unflatten(flat: Mapping[Path, Any]) -> dict:
+    tree: dict = {}
+    for path, v in flat.items():
+        node = tree
+        for k in path[:-1]:
+            node = node.setdefault(k, {})
+        node[path[-1]] = v
+    return tree
+
+
+def _dotted(path: Path) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def load_into(
+    abstract_model: nnx.Module,
+    tensors: Mapping[str, np.ndarray],
+    rules: list[Rule],
+    transforms: Mapping[str, Transform],
+    *,
+    num_layers: int,
+    scan: bool,
+    tied: Mapping[str, str] | None = None,
+) -> nnx.Module:
+    """Fill every parameter of ``abstract_model`` (from ``nnx.eval_shape``) from HF ``tensors``.
+
+    Args:
+        tied: optional ``{alias_key: source_key}``: an alias key (a tied LM head that some checkpoints store)
+            is accepted only if it equals its source tensor exactly; it fills nothing.
+
+    Raises:
+        ConversionError: listing every unused HF key, unfilled parameter and shape mismatch at once.
+    """
+    graphdef, state = nnx.split(abstract_model)
+    target = _flatten(state.to_pure_dict())
+    plan = _plan(rules, num_layers, scan)
+    unused, mismatched, pieces = [], [], {}
+    for key in sorted(tensors):
+        arr, slot = tensors[key], plan.get(key)
+        if slot is None:
+            alias = (tied or {}).get(key)
+            if alias is None or alias not in tensors or not np.array_equal(arr, tensors[alias]):
+                unused.append(key + ("" if alias is None else f" (tied to {alias} but not equal to it)"))
+            continue
+        spec = target[slot.path]
+        want = spec.shape if slot.layer is None else spec.shape[1:]
+        try:
+            value = np.asarray(transforms[slot.transform][0](arr))
+        except (ValueError, IndexError) as e:
+            mismatched.append(f"{key}: shape {arr.shape} does not fit {_dotted(slot.path)} {want} ({e})")
+            continue
+        if value.shape != tuple(want):
+            mismatched.append(f"{key}: shape {arr.shape} -> {value.shape}, expected {want} for {_dotted(slot.path)}")
+            continue
+        pieces[(slot.path, slot.layer)] = value.astype(spec.dtype)
+    unfilled = [f"{k} -> {_dotted(s.path)}" for k, s in plan.items() if k not in tensors]
+    unfilled += [f"{_dotted(p)} (no table rule)" for p in target if p not in {s.path for s in plan.values()}]
+    if unused or unfilled or mismatched:
+        raise ConversionError(_report(unused, unfilled, mismatched))
+    filled = {}
+    for path in target:
+        if (path, None) in pieces:
+            filled[path] = jnp.asarray(pieces[(path, None)])
+        else:
+            filled[path] = jnp.asarray(np.stack([pieces[(path, i)] for i in range(num_layers)]))
+    nnx.replace_by_pure_dict(state, _unflatten(filled))
+    return nnx.merge(graphdef, state)
+
+
+def _report(unused: list[str], unfilled: list[str], mismatched: list[str]) -> str:
+    lines = ["checkpoint does not match the model:"]
+    for title, items in (("unused HF keys", unused), ("unfilled parameters", unfilled), ("shape mismatches", mismatched)):
+        if items:
+            lines.append(f"{title} ({len(items)}):")
+            lines += [f"  {item}" for item in items]
+    return "\n".join(lines)
+
+
+def export_from(
+    model: nnx.Module, rules: list[Rule], transforms: Mapping[str, Transform], *, num_layers: int, scan: bool
+) -> dict[str, np.ndarray]:
+    """Run the table backwards: every parameter of ``model`` as HF-named numpy arrays.
+
+    Raises:
+        ConversionError: a parameter is not covered by any rule (it would be silently dropped).
+    """
+    flat = _flatten(nnx.state(model).to_pure_dict())
+    plan = _plan(rules, num_layers, scan)
+    uncovered = sorted(_dotted(p) for p in flat if p not in {s.path for s in plan.values()})
+    if uncovered:
+        raise ConversionError(_report([], [f"{p} (no table rule)" for p in uncovered], []))
+    out = {}
+    for key, slot in plan.items():
+        value = np.asarray(flat[slot.path])
+        if slot.layer is not None:
+            value = value[slot.layer]
+        out[key] = np.ascontiguousarray(transforms[slot.transform][1](value))
+    return out

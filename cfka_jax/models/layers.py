@@ -1,0 +1,327 @@
+"""Building blocks shared by the Pythia and Qwen ports: RoPE, norms, masks, attention, KV cache, layer stack.
+
+Shape letters follow ``cfka_jax.shapes`` (B S T D N K H F V L); R is the rotary width (R <= H, even).
+
+Numerics (conventions §15): RoPE angles, norm statistics, attention logits and softmax are computed in float32
+whatever the parameter dtype; results are cast back to the input dtype.
+
+Masking is by *slot*: the s-th new token of a call occupies slot ``write_index[b] + s`` (0 + s without a cache)
+and may attend to key slot t iff ``t <= slot`` and key t is valid (written, and not padding). Position ids only
+feed RoPE. This matches HF, whose causal mask follows ``cache_position`` and not ``position_ids``, so packed
+sequences with restarting position ids still see earlier documents (spec §11 decision 6: no document masking).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import flax.nnx as nnx
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from cfka_jax.models.outputs import KVCache, ModelOutput
+from cfka_jax.shapes import Array, Bool, Float, Int
+
+F32 = jnp.float32
+
+
+# ----------------------------------------------------------------------------------------------------------- RoPE
+
+
+def rope_inv_freq(rotary_dim: int, theta: float) -> Float[Array, " R2"]:
+    """Inverse frequencies ``1 / theta^(2j / R)`` for j = 0 .. R/2 - 1, in float32 (as HF computes them)."""
+    if rotary_dim % 2:
+        raise ValueError(f"rotary dimension must be even, got {rotary_dim}")
+    exponent = jnp.arange(0, rotary_dim, 2, dtype=F32) / F32(rotary_dim)
+    return 1.0 / jnp.power(F32(theta), exponent)
+
+
+def rope_cos_sin(
+    positions_BS: Int[Array, "B S"], inv_freq: Float[Array, " R2"]
+) -> tuple[Float[Array, "B S R"], Float[Array, "B S R"]]:
+    """Angles ``pos * inv_freq`` duplicated to width R (rotate-half layout); returns (cos, sin) in float32."""
+    freqs_BSR2 = positions_BS.astype(F32)[:, :, None] * inv_freq[None, None, :]
+    angles_BSR = jnp.concatenate([freqs_BSR2, freqs_BSR2], axis=-1)
+    return jnp.cos(angles_BSR), jnp.sin(angles_BSR)
+
+
+def apply_rope(
+    x_BSNH: Float[Array, "B S N H"], cos_BSR: Float[Array, "B S R"], sin_BSR: Float[Array, "B S R"]
+) -> Float[Array, "B S N H"]:
+    """Rotate-half RoPE on the first R head dims; dims R..H pass through (partial RoPE when R < H).
+
+    With ``x = [x1, x2]`` split into halves of the rotary part, ``rot(x) = x * cos + [-x2, x1] * sin``.
+    """
+    rotary_dim = cos_BSR.shape[-1]
+    x = x_BSNH.astype(F32)
+    x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
+    half = rotary_dim // 2
+    rotated = jnp.concatenate([-x_rot[..., half:], x_rot[..., :half]], axis=-1)
+    cos, sin = cos_BSR[:, :, None, :], sin_BSR[:, :, None, :]
+    out = jnp.concatenate([x_rot * cos + rotated * sin, x_pass], axis=-1)
+    return out.astype(x_BSNH.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------- norms
+
+
+def _expand(p: Float[Array, " D"], ndim: int) -> Float[Array, "..."]:
+    return p.reshape((1,) * (ndim - 1) + p.shape)
+
+
+def layer_norm(x: Float[Array, "... D"], scale: Float[Array, " D"], bias: Float[Array, " D"], eps: float):
+    """``(x - mean) / sqrt(var + eps) * scale + bias`` over the last axis, statistics in float32 (biased var)."""
+    xf = x.astype(F32)
+    mean = jnp.mean(xf, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(xf - mean), axis=-1, keepdims=True)
+    y = (xf - mean) * jax.lax.rsqrt(var + eps)
+    y = y * _expand(scale.astype(F32), x.ndim) + _expand(bias.astype(F32), x.ndim)
+    return y.astype(x.dtype)
+
+
+def rms_norm(x: Float[Array, "... D"], scale: Float[Array, " D"], eps: float):
+    """``scale * x / sqrt(mean(x^2) + eps)``; HF order: normalise in float32, cast to x.dtype, then scale."""
+    xf = x.astype(F32)
+    y = (xf * jax.lax.rsqrt(jnp.mean(jnp.square(xf), axis=-1, keepdims=True) + eps)).astype(x.dtype)
+    return _expand(scale, x.ndim) * y
+
+
+class LayerNorm(nnx.Module):
+    """LayerNorm with parameters ``scale`` (HF ``weight``) and ``bias``."""
+
+    def __init__(self, dim: int, *, eps: float, dtype: Any = F32, rngs: nnx.Rngs):
+        del rngs  # deterministic init (1, 0) as HF
+        self.eps = eps
+        self.scale = nnx.Param(jnp.ones((dim,), dtype))
+        self.bias = nnx.Param(jnp.zeros((dim,), dtype))
+
+    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+        return layer_norm(x, self.scale[...], self.bias[...], self.eps)
+
+
+class RMSNorm(nnx.Module):
+    """RMSNorm with parameter ``scale`` (HF ``weight``), initialised to 1."""
+
+    def __init__(self, dim: int, *, eps: float, dtype: Any = F32, rngs: nnx.Rngs):
+        del rngs
+        self.eps = eps
+        self.scale = nnx.Param(jnp.ones((dim,), dtype))
+
+    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+        return rms_norm(x, self.scale[...], self.eps)
+
+
+# ------------------------------------------------------------------------------------------------ cache and masks
+
+
+def write_rows(
+    buf_BT: Float[Array, "B T ..."], new_BS: Float[Array, "B S ..."], start_B: Int[Array, " B"]
+) -> Float[Array, "B T ..."]:
+    """Write ``new[b]`` into ``buf[b, start[b] : start[b] + S]`` for every row b."""
+
+    def one(buf, new, start):
+        index = (start,) + (jnp.zeros((), jnp.int32),) * (buf.ndim - 1)
+        return jax.lax.dynamic_update_slice(buf, new.astype(buf.dtype), index)
+
+    return jax.vmap(one)(buf_BT, new_BS, start_B)
+
+
+@flax.struct.dataclass
+class StepContext:
+    """Per-call inputs shared by every layer: RoPE tables, the attention mask and the cache write index."""
+
+    cos: Float[Array, "B S R"]
+    sin: Float[Array, "B S R"]
+    mask: Bool[Array, "B S T"]
+    write_index: Int[Array, " B"] | None
+    return_probs: bool = flax.struct.field(pytree_node=False, default=False)
+
+
+def step_mask(
+    batch_size: int,
+    seq_len: int,
+    attention_mask_BS: Int[Array, "B S"] | None,
+    cache: KVCache | None,
+) -> tuple[Bool[Array, "B S T"], Int[Array, " B"] | None, KVCache | None]:
+    """Slot-causal padding mask for one call, plus the cache write index and the cache with updated bookkeeping.
+
+    Returns:
+        ``(mask_BST, write_index_B, cache)``: ``mask[b, s, t] = valid[b, t] and t <= start[b] + s`` where
+        ``start`` is 0 without a cache (then T = S) and ``cache.end_index`` with one (then T = cache length).
+        The returned cache has the new tokens' validity recorded and ``end_index`` advanced by S; its k/v are
+        filled by the layers.
+    """
+    keep_BS = (
+        jnp.ones((batch_size, seq_len), bool) if attention_mask_BS is None else attention_mask_BS.astype(bool)
+    )
+    start_B = jnp.zeros((batch_size,), jnp.int32) if cache is None else cache.end_index
+    q_slot_BS = start_B[:, None] + jnp.arange(seq_len, dtype=jnp.int32)[None, :]
+    if cache is None:
+        valid_BT, write_index = keep_BS, None
+    else:
+        valid_BT = write_rows(cache.valid, keep_BS, cache.end_index)
+        write_index = cache.end_index
+        cache = cache.replace(valid=valid_BT, end_index=cache.end_index + seq_len)
+    k_slot_T = jnp.arange(valid_BT.shape[1], dtype=jnp.int32)
+    mask_BST = (k_slot_T[None, None, :] <= q_slot_BS[:, :, None]) & valid_BT[:, None, :]
+    return mask_BST, write_index, cache
+
+
+def default_positions(batch_size: int, seq_len: int, cache: KVCache | None) -> Int[Array, "B S"]:
+    """HF default position ids: ``arange(S)`` offset by the number of cached slots."""
+    start_B = jnp.zeros((batch_size,), jnp.int32) if cache is None else cache.end_index
+    return start_B[:, None] + jnp.arange(seq_len, dtype=jnp.int32)[None, :]
+
+
+# ------------------------------------------------------------------------------------------------------ attention
+
+
+def attention(
+    q_BSNH: Float[Array, "B S N H"],
+    k_BTKH: Float[Array, "B T K H"],
+    v_BTKH: Float[Array, "B T K H"],
+    mask_BST: Bool[Array, "B S T"],
+    *,
+    return_probs: bool = False,
+) -> tuple[Float[Array, "B S N H"], Float[Array, "B N S T"] | None]:
+    """Grouped-query softmax attention, ``softmax(q k^T / sqrt(H) + mask) v``, logits and softmax in float32.
+
+    Query head n uses KV head ``n // (N // K)`` (HF ``repeat_kv``). Masked logits are set to the float32
+    minimum, so a fully masked row (a padding query) gives a uniform row instead of NaN.
+
+    Returns:
+        ``(out_BSNH, probs_BNST or None)``; ``out`` has the dtype of ``v``.
+    """
+    b, s, n, h = q_BSNH.shape
+    kv_heads = k_BTKH.shape[2]
+    if n % kv_heads:
+        raise ValueError(f"{n} query heads are not a multiple of {kv_heads} KV heads")
+    q_BSKGH = q_BSNH.astype(F32).reshape(b, s, kv_heads, n // kv_heads, h)
+    logits_BKGST = jnp.einsum("bskgh,btkh->bkgst", q_BSKGH, k_BTKH.astype(F32)) * F32(h**-0.5)
+    logits_BKGST = jnp.where(mask_BST[:, None, None, :, :], logits_BKGST, jnp.finfo(F32).min)
+    probs_BKGST = jax.nn.softmax(logits_BKGST, axis=-1)
+    out_BSKGH = jnp.einsum("bkgst,btkh->bskgh", probs_BKGST.astype(v_BTKH.dtype), v_BTKH)
+    probs = probs_BKGST.reshape(b, n, s, -1) if return_probs else None
+    return out_BSKGH.reshape(b, s, n, h), probs
+
+
+def cached_attention(
+    q_BSNH: Float[Array, "B S N H"],
+    k_BSKH: Float[Array, "B S K H"],
+    v_BSKH: Float[Array, "B S K H"],
+    ctx: StepContext,
+    kv: tuple[Float[Array, "B T K H"], Float[Array, "B T K H"]] | None,
+) -> tuple[Float[Array, "B S N H"], Float[Array, "B N S T"] | None, tuple[Array, Array] | None]:
+    """Attention over the new keys, or, with a layer cache ``kv``, over the cache after writing the new keys.
+
+    Returns:
+        ``(out_BSNH, probs_BNST or None, updated (k, v) or None)``.
+    """
+    if kv is None:
+        out, probs = attention(q_BSNH, k_BSKH, v_BSKH, ctx.mask, return_probs=ctx.return_probs)
+        return out, probs, None
+    k_BTKH = write_rows(kv[0], k_BSKH, ctx.write_index)
+    v_BTKH = write_rows(kv[1], v_BSKH, ctx.write_index)
+    out, probs = attention(q_BSNH, k_BTKH, v_BTKH, ctx.mask, return_probs=ctx.return_probs)
+    return out, probs, (k_BTKH, v_BTKH)
+
+
+# ---------------------------------------------------------------------------------------------------- layer stack
+
+Block = Callable[..., tuple[Array, Any, Any]]  # block(x_BSD, ctx, kv) -> (x_BSD, kv or None, probs or None)
+
+
+def make_stacked(make_block: Callable[[nnx.Rngs], nnx.Module], num_layers: int, rngs: nnx.Rngs) -> nnx.Module:
+    """Create ``num_layers`` blocks with parameters stacked on a leading L axis (for ``nnx.scan``)."""
+
+    @nnx.split_rngs(splits=num_layers)
+    @nnx.vmap(in_axes=(0,), out_axes=0)
+    def create(r: nnx.Rngs) -> nnx.Module:
+        return make_block(r)
+
+    return create(rngs)
+
+
+def _call_block(block, x, ctx, kv):
+    return block(x, ctx, kv)
+
+
+def apply_layers(layers, x_BSD, ctx: StepContext, cache: KVCache | None, *, scan: bool, remat: bool):
+    """Run the blocks (an ``nnx.List`` or, with ``scan``, one stacked block) in order.
+
+    Returns:
+        ``(x_BSD, outs, probs, k_LBTKH, v_LBTKH)``: ``outs`` is the tuple of every block's output, ``probs`` the
+        tuple of per-layer ``B N S T`` probabilities (None unless ``ctx.return_probs``), k/v the updated cache
+        arrays (None without a cache).
+    """
+    call = nnx.remat(_call_block) if remat else _call_block
+    if scan:
+        kv = None if cache is None else (cache.k, cache.v)
+
+        def body(x, block, ctx, kv_i):
+            y, kv_new, probs = call(block, x, ctx, kv_i)
+            return y, (y, kv_new, probs)
+
+        x_BSD, (outs_L, kv_new, probs_L) = nnx.scan(
+            body, in_axes=(nnx.Carry, 0, None, 0), out_axes=(nnx.Carry, 0)
+        )(x_BSD, layers, ctx, kv)
+        outs = tuple(outs_L)
+        probs = None if probs_L is None else tuple(probs_L)
+        k, v = (None, None) if kv_new is None else kv_new
+        return x_BSD, outs, probs, k, v
+    outs, probs, ks, vs = [], [], [], []
+    for i, block in enumerate(layers):
+        kv_i = None if cache is None else (cache.k[i], cache.v[i])
+        x_BSD, kv_new, p = call(block, x_BSD, ctx, kv_i)
+        outs.append(x_BSD)
+        probs.append(p)
+        if kv_new is not None:
+            ks.append(kv_new[0])
+            vs.append(kv_new[1])
+    k, v = (jnp.stack(ks), jnp.stack(vs)) if ks else (None, None)
+    return x_BSD, tuple(outs), tuple(probs) if ctx.return_probs else None, k, v
+
+
+def forward_decoder(
+    tokens_BS: Int[Array, "B S"],
+    *,
+    embed: Callable[[Array], Array],
+    layers,
+    final_norm: Callable[[Array], Array],
+    head: Callable[[Array], Array],
+    rotary_dim: int,
+    rope_theta: float,
+    scan: bool,
+    remat: bool,
+    positions_BS: Int[Array, "B S"] | None,
+    attention_mask_BT: Int[Array, "B S"] | None,
+    cache: KVCache | None,
+    return_hidden: bool,
+    return_attn: bool,
+) -> ModelOutput:
+    """The decoder skeleton both families share: embed, blocks, final norm, LM head (logits in float32).
+
+    ``attention_mask_BT`` marks the tokens of this call (they become keys T); with a cache, earlier keys keep
+    the validity they were written with. Default positions are ``arange(S)`` offset by ``cache.end_index``.
+    """
+    b, s = tokens_BS.shape
+    if positions_BS is None:
+        positions_BS = default_positions(b, s, cache)
+    mask_BST, write_index, cache = step_mask(b, s, attention_mask_BT, cache)
+    cos, sin = rope_cos_sin(positions_BS, rope_inv_freq(rotary_dim, rope_theta))
+    ctx = StepContext(cos=cos, sin=sin, mask=mask_BST, write_index=write_index, return_probs=return_attn)
+    x_BSD = embed(tokens_BS)
+    h_BSD, outs, probs, k, v = apply_layers(layers, x_BSD, ctx, cache, scan=scan, remat=remat)
+    final_BSD = final_norm(h_BSD)
+    hidden = (x_BSD, *outs[:-1], final_BSD) if return_hidden else None
+    if cache is not None:
+        cache = cache.replace(k=k, v=v)
+    return ModelOutput(
+        logits=head(final_BSD).astype(F32),
+        final_hidden=final_BSD,
+        hidden_states=hidden,
+        attentions=probs,
+        cache=cache,
+    )

@@ -1,0 +1,118 @@
+"""Strict HF <-> NNX conversion for GPT-NeoX (Pythia): a declarative key table run both ways.
+
+HF keys live under ``gpt_neox.`` except the untied head ``embed_out.weight``. The fused QKV is stored per head
+interleaved (``[q_0, k_0, v_0, q_1, ...]``, each block H rows); the ``qkv_*`` transforms de-interleave it into
+the blocked ``[Q | K | V]`` kernel used by :class:`~cfka_jax.models.pythia.model.PythiaAttention` and back.
+
+Tied embeddings: no head key is expected; an ``embed_out.weight`` present in a tied checkpoint is accepted only
+if it equals ``gpt_neox.embed_in.weight`` exactly (it then fills nothing), otherwise loading fails.
+
+HF's ``_keys_to_ignore_on_load_unexpected`` buffers (``attention.bias``/``attention.masked_bias``, causal-mask
+constants in old checkpoints) are *not* ignored here: they are reported as unused keys, so a caller sees them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+import flax.nnx as nnx
+import numpy as np
+
+from cfka_jax.models import hub
+from cfka_jax.models.pythia.config import PythiaConfig
+from cfka_jax.models.pythia.model import PythiaModel
+
+_L = "gpt_neox.layers.{i}."
+
+
+def rules(cfg: PythiaConfig) -> list[hub.Rule]:
+    """The key table for ``cfg`` (attention biases and the head only when the config has them)."""
+    table = [
+        hub.Rule("gpt_neox.embed_in.weight", "embed_in.embedding"),
+        hub.Rule("gpt_neox.final_layer_norm.weight", "final_layer_norm.scale"),
+        hub.Rule("gpt_neox.final_layer_norm.bias", "final_layer_norm.bias"),
+    ]
+    for norm in ("input_layernorm", "post_attention_layernorm"):
+        table += [
+            hub.Rule(_L + f"{norm}.weight", f"layers.{{i}}.{norm}.scale"),
+            hub.Rule(_L + f"{norm}.bias", f"layers.{{i}}.{norm}.bias"),
+        ]
+    table += [
+        hub.Rule(_L + "attention.query_key_value.weight", "layers.{i}.attention.query_key_value.kernel", "qkv_weight"),
+        hub.Rule(_L + "attention.dense.weight", "layers.{i}.attention.dense.kernel", "transpose"),
+    ]
+    if cfg.attention_bias:
+        table += [
+            hub.Rule(_L + "attention.query_key_value.bias", "layers.{i}.attention.query_key_value.bias", "qkv_bias"),
+            hub.Rule(_L + "attention.dense.bias", "layers.{i}.attention.dense.bias"),
+        ]
+    for lin in ("dense_h_to_4h", "dense_4h_to_h"):
+        table += [
+            hub.Rule(_L + f"mlp.{lin}.weight", f"layers.{{i}}.mlp.{lin}.kernel", "transpose"),
+            hub.Rule(_L + f"mlp.{lin}.bias", f"layers.{{i}}.mlp.{lin}.bias"),
+        ]
+    if not cfg.tie_word_embeddings:
+        table.append(hub.Rule("embed_out.weight", "embed_out.kernel", "transpose"))
+    return table
+
+
+def _qkv_bias_to_nnx(b: np.ndarray, n: int, h: int) -> np.ndarray:
+    """``[N*3*H]`` per-head interleaved -> ``[3*N*H]`` blocked."""
+    return b.reshape(n, 3, h).transpose(1, 0, 2).reshape(3 * n * h)
+
+
+def _qkv_bias_to_hf(b: np.ndarray, n: int, h: int) -> np.ndarray:
+    return b.reshape(3, n, h).transpose(1, 0, 2).reshape(3 * n * h)
+
+
+def _qkv_weight_to_nnx(w: np.ndarray, n: int, h: int) -> np.ndarray:
+    """HF ``[N*3*H, D]`` (rows per-head interleaved) -> kernel ``[D, 3*N*H]`` (columns blocked)."""
+    d = w.shape[1]
+    return w.reshape(n, 3, h, d).transpose(3, 1, 0, 2).reshape(d, 3 * n * h)
+
+
+def _qkv_weight_to_hf(k: np.ndarray, n: int, h: int) -> np.ndarray:
+    d = k.shape[0]
+    return k.reshape(d, 3, n, h).transpose(2, 1, 3, 0).reshape(3 * n * h, d)
+
+
+def transforms(cfg: PythiaConfig) -> dict[str, hub.Transform]:
+    """Named transforms used by :func:`rules`, each a (HF -> NNX, NNX -> HF) pair."""
+    n, h = cfg.num_attention_heads, cfg.head_dim
+    return {
+        "identity": hub.IDENTITY,
+        "transpose": hub.TRANSPOSE,
+        "qkv_weight": (
+            functools.partial(_qkv_weight_to_nnx, n=n, h=h),
+            functools.partial(_qkv_weight_to_hf, n=n, h=h),
+        ),
+        "qkv_bias": (functools.partial(_qkv_bias_to_nnx, n=n, h=h), functools.partial(_qkv_bias_to_hf, n=n, h=h)),
+    }
+
+
+def load(cfg: PythiaConfig, tensors: Mapping[str, np.ndarray]) -> PythiaModel:
+    """A :class:`PythiaModel` filled from HF tensors.
+
+    Raises:
+        hub.ConversionError: one error listing every unused key, unfilled parameter and shape mismatch.
+    """
+    abstract = nnx.eval_shape(lambda: PythiaModel(cfg, rngs=nnx.Rngs(0)))
+    tied = {"embed_out.weight": "gpt_neox.embed_in.weight"} if cfg.tie_word_embeddings else None
+    return hub.load_into(
+        abstract,
+        tensors,
+        rules(cfg),
+        transforms(cfg),
+        num_layers=cfg.num_hidden_layers,
+        scan=cfg.scan_layers,
+        tied=tied,
+    )
+
+
+def export(model: PythiaModel) -> dict[str, np.ndarray]:
+    """HF-named numpy tensors for ``model`` (inverse of :func:`load`)."""
+    cfg = model.cfg
+    return hub.export_from(
+        model, rules(cfg), transforms(cfg), num_layers=cfg.num_hidden_layers, scan=cfg.scan_layers
+    )

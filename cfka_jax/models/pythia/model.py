@@ -1,0 +1,152 @@
+"""GPT-NeoX (Pythia) in Flax NNX, ported from HF ``modeling_gpt_neox.py``.
+
+Quirks of the architecture:
+
+* Parallel residual (``use_parallel_residual=True``, all Pythia models):
+  ``x + attn(LN1(x)) + mlp(LN2(x))``; when false, the sequential ``y = x + attn(LN1(x)); y + mlp(LN2(y))``.
+* Partial RoPE: only the first ``R = int(H * rotary_pct)`` dims of each head rotate (rotate-half layout,
+  base ``rotary_emb_base``); the rest pass through. ``int`` truncates (H = 14, pct = 0.33 gives R = 4).
+* Biases on every block linear and LayerNorm (``attention_bias`` switches the attention ones); none on
+  ``embed_out``.
+* Untied ``embed_out`` (HF 5 calls it ``lm_head`` in memory but still saves ``embed_out.weight``); tying is
+  supported when ``tie_word_embeddings`` is set (logits = x @ embed_in^T).
+* Fused ``query_key_value``: HF interleaves per head, output row ``n*3H + j*H + h`` for j in (q, k, v). The
+  converter de-interleaves it, so the NNX kernel's columns are blocked ``[Q | K | V]``, each head-major (N, H).
+* Exact (erf) GELU for ``hidden_act="gelu"``; ``gelu_new``-style names use the tanh approximation.
+* Attention scale ``1/sqrt(H)``; no GQA (K = N).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import flax.nnx as nnx
+import jax
+import jax.numpy as jnp
+
+from cfka_jax.models import layers
+from cfka_jax.models.outputs import KVCache, ModelOutput
+from cfka_jax.models.pythia.config import PythiaConfig
+from cfka_jax.shapes import Array, Float, Int
+
+_ACT = {
+    "gelu": functools.partial(jax.nn.gelu, approximate=False),
+    "gelu_new": functools.partial(jax.nn.gelu, approximate=True),
+    "gelu_pytorch_tanh": functools.partial(jax.nn.gelu, approximate=True),
+    "gelu_fast": functools.partial(jax.nn.gelu, approximate=True),
+    "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
+}
+
+
+def _linear(cfg: PythiaConfig, d_in: int, d_out: int, *, bias: bool, rngs: nnx.Rngs) -> nnx.Linear:
+    init = nnx.initializers.normal(cfg.initializer_range)
+    return nnx.Linear(
+        d_in, d_out, use_bias=bias, dtype=cfg.dtype, param_dtype=cfg.dtype, kernel_init=init, rngs=rngs
+    )
+
+
+class PythiaAttention(nnx.Module):
+    """Fused-QKV self-attention with partial RoPE."""
+
+    def __init__(self, cfg: PythiaConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        d = cfg.hidden_size
+        self.query_key_value = _linear(cfg, d, 3 * d, bias=cfg.attention_bias, rngs=rngs)
+        self.dense = _linear(cfg, d, d, bias=cfg.attention_bias, rngs=rngs)
+
+    def __call__(self, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, kv):
+        b, s, _ = x_BSD.shape
+        n, h = self.cfg.num_attention_heads, self.cfg.head_dim
+        qkv_BS3NH = self.query_key_value(x_BSD).reshape(b, s, 3, n, h)
+        q_BSNH = layers.apply_rope(qkv_BS3NH[:, :, 0], ctx.cos, ctx.sin)
+        k_BSNH = layers.apply_rope(qkv_BS3NH[:, :, 1], ctx.cos, ctx.sin)
+        out_BSNH, probs, kv = layers.cached_attention(q_BSNH, k_BSNH, qkv_BS3NH[:, :, 2], ctx, kv)
+        return self.dense(out_BSNH.reshape(b, s, n * h)), probs, kv
+
+
+class PythiaMLP(nnx.Module):
+    """``dense_4h_to_h(act(dense_h_to_4h(x)))``."""
+
+    def __init__(self, cfg: PythiaConfig, *, rngs: nnx.Rngs):
+        self.act = cfg.hidden_act
+        self.dense_h_to_4h = _linear(cfg, cfg.hidden_size, cfg.intermediate_size, bias=True, rngs=rngs)
+        self.dense_4h_to_h = _linear(cfg, cfg.intermediate_size, cfg.hidden_size, bias=True, rngs=rngs)
+
+    def __call__(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S D"]:
+        return self.dense_4h_to_h(_ACT[self.act](self.dense_h_to_4h(x_BSD)))
+
+
+class PythiaLayer(nnx.Module):
+    """One GPT-NeoX block (parallel or sequential residual)."""
+
+    def __init__(self, cfg: PythiaConfig, *, rngs: nnx.Rngs):
+        self.parallel = cfg.use_parallel_residual
+        norm = functools.partial(layers.LayerNorm, cfg.hidden_size, eps=cfg.layer_norm_eps, dtype=cfg.dtype)
+        self.input_layernorm = norm(rngs=rngs)
+        self.post_attention_layernorm = norm(rngs=rngs)
+        self.attention = PythiaAttention(cfg, rngs=rngs)
+        self.mlp = PythiaMLP(cfg, rngs=rngs)
+
+    def __call__(self, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, kv):
+        attn_BSD, probs, kv = self.attention(self.input_layernorm(x_BSD), ctx, kv)
+        if self.parallel:
+            y_BSD = x_BSD + attn_BSD + self.mlp(self.post_attention_layernorm(x_BSD))
+        else:
+            y_BSD = x_BSD + attn_BSD
+            y_BSD = y_BSD + self.mlp(self.post_attention_layernorm(y_BSD))
+        return y_BSD, kv, probs
+
+
+class PythiaModel(nnx.Module):
+    """GPT-NeoX causal LM: ``embed_in``, ``layers``, ``final_layer_norm``, ``embed_out`` (absent when tied)."""
+
+    def __init__(self, cfg: PythiaConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        init = nnx.initializers.normal(cfg.initializer_range)
+        self.embed_in = nnx.Embed(
+            cfg.vocab_size, cfg.hidden_size, dtype=cfg.dtype, param_dtype=cfg.dtype, embedding_init=init, rngs=rngs
+        )
+        if cfg.scan_layers:
+            self.layers = layers.make_stacked(lambda r: PythiaLayer(cfg, rngs=r), cfg.num_hidden_layers, rngs)
+        else:
+            self.layers = nnx.List([PythiaLayer(cfg, rngs=rngs) for _ in range(cfg.num_hidden_layers)])
+        self.final_layer_norm = layers.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, dtype=cfg.dtype, rngs=rngs)
+        if not cfg.tie_word_embeddings:
+            self.embed_out = _linear(cfg, cfg.hidden_size, cfg.vocab_size, bias=False, rngs=rngs)
+
+    def _head(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S V"]:
+        return self.embed_in.attend(x_BSD) if self.cfg.tie_word_embeddings else self.embed_out(x_BSD)
+
+    def __call__(
+        self,
+        tokens_BS: Int[Array, "B S"],
+        *,
+        positions_BS: Int[Array, "B S"] | None = None,
+        attention_mask_BT: Int[Array, "B S"] | None = None,
+        cache: KVCache | None = None,
+        return_hidden: bool = False,
+        return_attn: bool = False,
+    ) -> ModelOutput:
+        """Logits for ``tokens_BS``; see :func:`cfka_jax.models.layers.forward_decoder` for the arguments."""
+        return layers.forward_decoder(
+            tokens_BS,
+            embed=self.embed_in,
+            layers=self.layers,
+            final_norm=self.final_layer_norm,
+            head=self._head,
+            rotary_dim=self.cfg.rotary_dim,
+            rope_theta=self.cfg.rotary_emb_base,
+            scan=self.cfg.scan_layers,
+            remat=self.cfg.remat,
+            positions_BS=positions_BS,
+            attention_mask_BT=attention_mask_BT,
+            cache=cache,
+            return_hidden=return_hidden,
+            return_attn=return_attn,
+        )
+
+    def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:
+        """An empty :class:`KVCache` with ``max_len`` slots per row."""
+        c = self.cfg
+        return KVCache.zeros(c.num_hidden_layers, batch_size, max_len, c.num_key_value_heads, c.head_dim, dtype)
