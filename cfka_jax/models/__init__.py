@@ -1,0 +1,84 @@
+"""Flax NNX ports of pretrained causal LMs (GPT-NeoX/Pythia, Qwen2/2.5, Qwen3) with strict HF conversion.
+
+Public API::
+
+    model = from_pretrained("path/to/hf_folder", dtype=jnp.float32)   # config.json + safetensors
+    out = model(tokens_BS, attention_mask_BT=mask, return_hidden=True)  # ModelOutput
+    save_pretrained(model, "path/to/out")                               # loadable by transformers
+    tok = load_tokenizer("path/to/hf_folder")
+
+Everything is read from local folders; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax.numpy as jnp
+
+from cfka_jax.models import hub, pythia, qwen
+from cfka_jax.models.outputs import KVCache, ModelOutput
+from cfka_jax.models.pythia import PythiaConfig, PythiaModel
+from cfka_jax.models.qwen import QwenConfig, QwenModel
+
+__all__ = [
+    "KVCache",
+    "ModelOutput",
+    "PythiaConfig",
+    "PythiaModel",
+    "QwenConfig",
+    "QwenModel",
+    "config_from_hf",
+    "from_pretrained",
+    "load_tokenizer",
+    "save_pretrained",
+]
+
+Model = PythiaModel | QwenModel
+
+
+def config_from_hf(d: dict[str, Any], **overrides: Any) -> PythiaConfig | QwenConfig:
+    """Dispatch a ``config.json`` dict on ``model_type`` (gpt_neox, qwen2, qwen3).
+
+    Raises:
+        ValueError: unknown ``model_type`` or unsupported fields.
+    """
+    model_type = d.get("model_type")
+    if model_type == "gpt_neox":
+        return PythiaConfig.from_hf_config(d, **overrides)
+    if model_type in ("qwen2", "qwen3"):
+        return QwenConfig.from_hf_config(d, **overrides)
+    raise ValueError(f"unsupported model_type {model_type!r}; expected gpt_neox, qwen2 or qwen3")
+
+
+def from_pretrained(
+    path: str | os.PathLike, *, dtype: Any = jnp.float32, scan_layers: bool = False, remat: bool = False
+) -> Model:
+    """Load a local HF checkpoint folder into an NNX model.
+
+    Args:
+        path: folder with ``config.json`` and ``model.safetensors`` (or a sharded index).
+        dtype: parameter/activation dtype (float32 or bfloat16; softmax and logits stay float32).
+        scan_layers: stack the blocks and apply them with ``nnx.scan``.
+        remat: rematerialise each block in the backward pass.
+
+    Raises:
+        ValueError: unsupported config; ``hub.ConversionError`` (a ValueError) when tensors do not match.
+    """
+    cfg = config_from_hf(hub.read_config(path), dtype=dtype, scan_layers=scan_layers, remat=remat)
+    family = pythia if isinstance(cfg, PythiaConfig) else qwen
+    return family.load(cfg, hub.read_tensors(path))
+
+
+def save_pretrained(model: Model, path: str | os.PathLike) -> None:
+    """Write ``config.json`` and ``model.safetensors`` that ``transformers`` loads (``AutoModelForCausalLM``)."""
+    family = pythia if isinstance(model, PythiaModel) else qwen
+    hub.write_checkpoint(path, model.cfg.to_hf_config(), family.export(model))
+
+
+def load_tokenizer(path: str | os.PathLike):
+    """The HF fast tokenizer saved in ``path`` (``transformers.AutoTokenizer``, local files only)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(os.fspath(path), local_files_only=True)
