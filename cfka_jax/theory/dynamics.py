@@ -117,6 +117,24 @@ def null_projection(K, e0):
     return (jnp.where(spec.positive, 0.0, 1.0) * c0) @ spec.evecs.T
 
 
+def error_covariance(K, eta_y, batch_size: int):
+    """Factory for Cov e(t) of minibatch SGD started at e(0) deterministic (linear regime).
+
+    Σ_t = Σ_{j<t} (I − ηK)^j (η²/n) K (I − ηK)^j; along an eigenvector with eigenvalue λ the variance is
+    (η²/n) λ (1 − (1 − ηλ)^{2t}) / (1 − (1 − ηλ)²). Returns cov(t) for a scalar step count t.
+    """
+    spec = spectrum(K)
+    lam = jnp.where(spec.positive, spec.evals, 0.0)
+    rho2 = (1.0 - eta_y * lam) ** 2
+    safe = jnp.where(spec.positive, 1.0 - rho2, 1.0)
+
+    def cov(t):
+        var = jnp.where(spec.positive, (eta_y**2 / batch_size) * lam * (1.0 - rho2**t) / safe, 0.0)
+        return (spec.evecs * var) @ spec.evecs.T
+
+    return cov
+
+
 def stationary_covariance(K, eta_y, batch_size: int):
     """Σ solving Σ = (I − η K) Σ (I − η K)ᵀ + (η²/n) K: per positive eigenvalue λ, variance η / (n (2 − ηλ))."""
     spec = spectrum(K)

@@ -1,0 +1,306 @@
+"""Continual fact learning in the theory model: PT on old facts, CPT on new facts (spec cfka_stoc.md §2.7, §2.9).
+
+Worlds. One token layout [subject names | relations | template | query | objects] is shared by an *old* and a
+*new* fact world. Each subject s has one object f(s, r) per relation r; object o belongs to exactly one relation
+rel(o). A world is a set P of (subject, relation) pairs drawn uniformly, with o = f(s, r):
+
+    Pr(s, r, o) = |P|⁻¹ 1[(s, r) ∈ P, f(s, r) = o] = Pr(o) Pr(s | o) 1[r = rel(o)],
+
+which is exactly naive Bayes because r is a function of o. Every emission is then smoothed,
+Pr(v | o) ← (1 − ε) Pr(v | o) + ε / |slot|, and Pr(o) ← (1 − ε) Pr(o) + ε / O, so ln Pr(s | o) is finite and the
+reference optimum U (§2.3) exists. The new world holds new subjects (all relations) and *changed* old subjects
+whose relation-0 object is replaced (time-variant facts); relation, template and query tokens are shared.
+
+Protocol and time convention. Z is fixed (η_Z = 0, the η_Y ≫ η_Z limit) with attention z_s = Z[s, q] drawn once
+per world. PT is taken to convergence: θ* = Y_PT = U_old (an exact minimiser of the old population loss, so the
+PT model's posterior is exactly Pr_old(o | X)). CPT runs ``t`` SGD steps of size η_Y on Y of
+
+    ℓ_CPT(Y) = Σ_{X,o} Pr_α(X, o) CE(Y; X, o) + (k/2) Σ_i w_i (Y_i − Y*_i)²,
+    Pr_α = α Pr_new + (1 − α) Pr_replay,
+
+which covers every method: naive (α = 1, k = 0), EWC (α = 1, k > 0, w the diagonal Fisher of the old data at
+θ*), replay of true old samples (Pr_replay = Pr_old, α < 1) and the generative-replay proxy (Pr_replay =
+ρ(X) p_θ*(o | X) with ρ uniform over contexts: the PT model labels contexts it did not necessarily see).
+Minibatches draw each sample from Pr_α independently, i.e. a sample is new with probability α.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.theory.model import YZParams, yz_logits, yz_loss
+from cfka_jax.theory.optimum import reference_optimum
+from cfka_jax.theory.train import SGDConfig, scan_logged
+from cfka_jax.theory.world import FactWorld, sample_batch
+
+
+@dataclasses.dataclass(frozen=True)
+class ContinualConfig:
+    """Sizes of an old/new fact-world pair.
+
+    Attributes:
+      num_old_subjects: subjects known after PT.
+      num_new_subjects: subjects first seen in CPT.
+      num_changed: old subjects whose relation-0 object changes in the new data (≤ num_old_subjects).
+      num_relations: R; objects are split evenly between relations.
+      objects_per_relation: candidate objects of each relation (≥ 2 so that a fact can change).
+      smoothing: ε mixed into every emission and into Pr(o).
+      attention: (min, max) of the fixed attention z_s, drawn uniformly per token.
+      seed: numpy seed of facts and attention.
+    """
+
+    num_old_subjects: int = 4
+    num_new_subjects: int = 2
+    num_changed: int = 2
+    num_relations: int = 2
+    objects_per_relation: int = 3
+    smoothing: float = 0.1
+    attention: tuple[float, float] = (0.6, 1.4)
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.num_old_subjects < 1 or self.num_new_subjects < 0 or self.num_relations < 1:
+            raise ValueError(f"bad subject/relation counts in {self}")
+        if not 0 <= self.num_changed <= self.num_old_subjects:
+            raise ValueError(f"num_changed must be in [0, num_old_subjects], got {self.num_changed}")
+        if self.num_new_subjects + self.num_changed < 1:
+            raise ValueError("the new world needs at least one fact")
+        if self.objects_per_relation < 2:
+            raise ValueError(f"objects_per_relation must be >= 2, got {self.objects_per_relation}")
+        if not 0.0 < self.smoothing < 1.0:
+            raise ValueError(f"smoothing must be in (0, 1), got {self.smoothing}")
+        lo, hi = self.attention
+        if not 0.0 < lo <= hi:
+            raise ValueError(f"attention range must satisfy 0 < min <= max, got {self.attention}")
+
+    @property
+    def num_subjects(self) -> int:
+        return self.num_old_subjects + self.num_new_subjects
+
+    @property
+    def num_objects(self) -> int:
+        return self.num_relations * self.objects_per_relation
+
+
+class FactSet(NamedTuple):
+    """A list of facts: context index into ``world.contexts`` and object index into ``world.objects``."""
+
+    context: Int[Array, " F"]
+    obj: Int[Array, " F"]
+
+
+class ContinualWorlds(NamedTuple):
+    """Old and new worlds on one layout, fixed attention and the fact lists used for the metrics.
+
+    Attributes:
+      old, new: the two enumerated worlds (same contexts and token ids).
+      Z: fixed attention matrix, Z[:, q] = z and zero elsewhere.
+      old_facts: every PT fact; new_facts: every CPT fact; changed: the PT facts that CPT overwrites.
+      probe_token: token id of the first changed subject (or first new subject), whose column y_s is tracked.
+    """
+
+    old: FactWorld
+    new: FactWorld
+    Z: Float[Array, "M M"]
+    old_facts: FactSet
+    new_facts: FactSet
+    changed: FactSet
+    probe_token: int
+
+
+def _facts(rng, cfg: ContinualConfig):
+    """f_old, f_new as (subject, relation) -> object dicts; objects of relation r are r·k .. r·k + k − 1."""
+    k, R = cfg.objects_per_relation, cfg.num_relations
+    f_old = {(s, r): r * k + int(rng.integers(k)) for s in range(cfg.num_old_subjects) for r in range(R)}
+    f_new = {(s, r): r * k + int(rng.integers(k)) for s in range(cfg.num_old_subjects, cfg.num_subjects)
+             for r in range(R)}
+    for s in range(cfg.num_changed):
+        old_o = f_old[(s, 0)]
+        f_new[(s, 0)] = (old_o + 1 + int(rng.integers(k - 1))) % k
+    return f_old, f_new
+
+
+def _world_from_facts(facts: dict, cfg: ContinualConfig) -> FactWorld:
+    """The smoothed naive-Bayes world of a fact dict (see the module docstring)."""
+    N, R, O, eps = cfg.num_subjects, cfg.num_relations, cfg.num_objects, cfg.smoothing
+    counts = np.zeros((N, O))
+    for (s, _), o in facts.items():
+        counts[s, o] += 1.0
+    pr_o = (1 - eps) * counts.sum(0) / counts.sum() + eps / O
+    names = np.where(counts.sum(0) > 0, counts / np.maximum(counts.sum(0), 1.0), 1.0 / N)
+    rel = (np.arange(O)[None, :] // cfg.objects_per_relation == np.arange(R)[:, None]).astype(float)
+    emissions = [(1 - eps) * m + eps / m.shape[0] for m in (names, rel, np.ones((1, O)), np.ones((1, O)))]
+    sizes = [N, R, 1, 1]
+    offsets = np.cumsum([0] + sizes)
+    local = np.array(list(itertools.product(*[range(n) for n in sizes])), dtype=np.int64)
+    joint = np.broadcast_to(pr_o, (local.shape[0], O)).copy()
+    for j, em in enumerate(emissions):
+        joint *= em[local[:, j]]
+    num_x = int(offsets[-1])
+    pr_s = np.zeros((num_x + O, O))
+    pr_s[:num_x] = np.concatenate(emissions, axis=0)
+    fdt = jax.dtypes.canonicalize_dtype(np.float64)
+    kinds = ("name",) * N + ("relation",) * R + ("template", "query") + ("object",) * O
+    return FactWorld(
+        contexts=jnp.asarray(local + offsets[:-1], dtype=jnp.int32),
+        joint=jnp.asarray(joint / joint.sum(), dtype=fdt),
+        pr_o=jnp.asarray(pr_o, dtype=fdt),
+        pr_s_given_o=jnp.asarray(pr_s, dtype=fdt),
+        objects=jnp.arange(num_x, num_x + O, dtype=jnp.int32),
+        context_tokens=jnp.arange(num_x, dtype=jnp.int32),
+        token_kinds=kinds,
+        query_token=num_x - 1,
+    )
+
+
+def _fact_set(facts: dict, cfg: ContinualConfig, keys) -> FactSet:
+    keys = list(keys)
+    return FactSet(jnp.asarray([s * cfg.num_relations + r for s, r in keys], jnp.int32),
+                   jnp.asarray([facts[k] for k in keys], jnp.int32))
+
+
+def make_continual_worlds(cfg: ContinualConfig) -> ContinualWorlds:
+    """Builds the old/new world pair, the fixed attention and the fact lists (deterministic in ``cfg.seed``)."""
+    rng = np.random.default_rng(cfg.seed)
+    f_old, f_new = _facts(rng, cfg)
+    old, new = _world_from_facts(f_old, cfg), _world_from_facts(f_new, cfg)
+    z = rng.uniform(*cfg.attention, size=old.vocab_size)
+    Z = jnp.zeros((old.vocab_size,) * 2, old.joint.dtype).at[:, old.query_token].set(jnp.asarray(z, old.joint.dtype))
+    changed_keys = [(s, 0) for s in range(cfg.num_changed)]
+    probe = 0 if cfg.num_changed else cfg.num_old_subjects
+    return ContinualWorlds(old, new, Z, _fact_set(f_old, cfg, sorted(f_old)), _fact_set(f_new, cfg, sorted(f_new)),
+                           _fact_set(f_old, cfg, changed_keys), probe)
+
+
+def pretrained(worlds: ContinualWorlds) -> YZParams:
+    """θ* = (U_old, Z): the converged PT model (an exact minimiser of the old population loss)."""
+    return YZParams(reference_optimum(worlds.old, worlds.Z[:, worlds.old.query_token]), worlds.Z)
+
+
+def with_joint(world: FactWorld, joint: Float[Array, "C O"]) -> FactWorld:
+    """``world`` with another joint over the same contexts; pr_o and Pr(s|o) become that joint's marginals.
+
+    The marginals are the "statistics" of the joint (§2.6); the joint itself need not be naive Bayes.
+    """
+    pr_o = jnp.sum(joint, axis=0)
+    num_x = world.context_tokens.shape[0]
+    onehot_CX = jax.nn.one_hot(world.contexts, num_x, dtype=joint.dtype).sum(axis=1)
+    pr_s = (onehot_CX.T @ joint) / pr_o[None, :]
+    pr_s_given_o = jnp.zeros_like(world.pr_s_given_o).at[:num_x].set(pr_s)
+    return dataclasses.replace(world, joint=joint, pr_o=pr_o, pr_s_given_o=pr_s_given_o)
+
+
+def generative_joint(params: YZParams, world: FactWorld) -> Float[Array, "C O"]:
+    """Generative-replay proxy: ρ(X) p_θ(o | X), contexts uniform (ρ = 1/C), labels from the model's posterior."""
+    probs = jax.nn.softmax(yz_logits(params, world.contexts, world.objects), axis=-1)
+    return probs / world.contexts.shape[0]
+
+
+def mixture_joint(new_joint, replay_joint, alpha) -> Float[Array, "C O"]:
+    """Pr_α = α Pr_new + (1 − α) Pr_replay (α is the new-data fraction, spec §4.3)."""
+    return alpha * new_joint + (1.0 - alpha) * replay_joint
+
+
+def fact_prob(params: YZParams, world: FactWorld, facts: FactSet) -> Float[Array, ""]:
+    """Mean model probability of the listed facts: (1/F) Σ_f p_θ(o_f | X_f)."""
+    logits = yz_logits(params, world.contexts[facts.context], world.objects)
+    return jnp.mean(jnp.take_along_axis(jax.nn.softmax(logits, axis=-1), facts.obj[:, None], axis=-1))
+
+
+def _per_example_grad_Y(params: YZParams, world: FactWorld, context: jax.Array, obj: jax.Array):
+    target = jax.nn.one_hot(obj, world.objects.shape[0], dtype=params.Y.dtype)[None, :]
+    return jax.grad(lambda Y: yz_loss(YZParams(Y, params.Z), world.contexts[context][None, :], target,
+                                      world.objects))(params.Y)
+
+
+def diagonal_fisher(params: YZParams, world: FactWorld) -> Float[Array, "M M"]:
+    """Exact empirical diagonal Fisher of the data of ``world`` at ``params``: w = E_{(X,o)~Pr}[(∂_Y CE)²].
+
+    Per-example gradients, enumerated over every (context, object) pair and weighted by the joint. In closed
+    form w_{o',s} = z_s² Σ_{X∋s} Σ_o Pr(X, o) (p(o'|X) − 1[o' = o])²; at a Bayes optimum (θ* = U_old) this is
+    z_s² Σ_{X∋s} Pr(X) p(o'|X)(1 − p(o'|X)) = diag of the error Hessian K (``dynamics.error_hessian``).
+    """
+    num_c, num_o = world.joint.shape
+    cc, oo = jnp.meshgrid(jnp.arange(num_c), jnp.arange(num_o), indexing="ij")
+    grads = jax.vmap(lambda c, o: _per_example_grad_Y(params, world, c, o))(cc.reshape(-1), oo.reshape(-1))
+    return jnp.einsum("p,pij->ij", world.joint.reshape(-1), grads**2)
+
+
+def ewc_penalty(Y, Y_star, fisher, k) -> Float[Array, ""]:
+    """(k/2) Σ_i w_i (Y_i − Y*_i)² (spec §2.7, §4.5)."""
+    return 0.5 * k * jnp.sum(fisher * (Y - Y_star) ** 2)
+
+
+class Method(NamedTuple):
+    """A CPT method as arrays (so sweeps vmap over it): naive, EWC, replay or generative replay.
+
+    Attributes:
+      k: EWC strength (0 = no penalty).
+      alpha: new-data fraction (1 = no replay).
+      replay_joint: Pr_replay(X, o): ``old.joint`` for true replay, ``generative_joint`` for the proxy.
+    """
+
+    k: jax.Array | float
+    alpha: jax.Array | float
+    replay_joint: Float[Array, "C O"]
+
+
+def cpt_objective(Y, batch, worlds: ContinualWorlds, Y_star, fisher, k) -> Float[Array, ""]:
+    """Batch CE of (Y, fixed Z) plus the EWC penalty; ``batch`` = (tokens_BL, weighted targets_BO)."""
+    return yz_loss(YZParams(Y, worlds.Z), *batch, worlds.new.objects) + ewc_penalty(Y, Y_star, fisher, k)
+
+
+def cpt_step(Y, key, *, worlds, method: Method, Y_star, fisher, eta_y, batch_size: int | None):
+    """One SGD step of size η_Y on Y; full batch (population of Pr_α) when ``batch_size`` is None."""
+    joint = mixture_joint(worlds.new.joint, method.replay_joint, method.alpha)
+    if batch_size is None:
+        batch = (worlds.new.contexts, joint)
+    else:
+        batch = sample_batch(dataclasses.replace(worlds.new, joint=joint), key, batch_size)
+    g = jax.grad(cpt_objective)(Y, batch, worlds, Y_star, fisher, method.k)
+    return Y - eta_y * g
+
+
+class Trace(NamedTuple):
+    """Observations along a CPT run (leading axis R = steps/log_every + 1)."""
+
+    old_prob: Float[Array, " R"]
+    new_prob: Float[Array, " R"]
+    changed_prob: Float[Array, " R"]
+    probe_column: Float[Array, "R O"]
+
+
+def observe_facts(Y, worlds: ContinualWorlds) -> Trace:
+    """Old-, new- and overwritten-fact probabilities and the probe token's column y_s (object rows)."""
+    p = YZParams(Y, worlds.Z)
+    return Trace(fact_prob(p, worlds.old, worlds.old_facts), fact_prob(p, worlds.new, worlds.new_facts),
+                 fact_prob(p, worlds.old, worlds.changed), Y[worlds.new.objects, worlds.probe_token])
+
+
+def run_cpt(worlds: ContinualWorlds, method: Method, key, *, eta_y, cfg: SGDConfig, Y0=None, fisher=None):
+    """CPT from θ* (or ``Y0``) with Z fixed; returns (final Y, Trace).
+
+    Args:
+      worlds: the world pair.
+      method: k, α and replay joint (arrays; vmap over them for sweeps).
+      key: PRNG key for minibatches.
+      eta_y: SGD step size on Y.
+      cfg: steps, batch size (None = population gradient descent) and logging period.
+      Y0: start of CPT (default the PT optimum U_old).
+      fisher: EWC weights (default ``diagonal_fisher`` of the old data at θ*).
+    """
+    theta = pretrained(worlds)
+    fisher = diagonal_fisher(theta, worlds.old) if fisher is None else fisher
+    start = theta.Y if Y0 is None else Y0
+    step = functools.partial(cpt_step, worlds=worlds, method=method, Y_star=theta.Y, fisher=fisher, eta_y=eta_y,
+                             batch_size=cfg.batch_size)
+    return scan_logged(step, start, jax.random.split(key, cfg.steps), cfg=cfg,
+                       observe=lambda Y: observe_facts(Y, worlds))
