@@ -215,23 +215,24 @@ def fact_prob(params: YZParams, world: FactWorld, facts: FactSet) -> Float[Array
     return jnp.mean(jnp.take_along_axis(jax.nn.softmax(logits, axis=-1), facts.obj[:, None], axis=-1))
 
 
-def _per_example_grad_Y(params: YZParams, world: FactWorld, context: jax.Array, obj: jax.Array):
-    target = jax.nn.one_hot(obj, world.objects.shape[0], dtype=params.Y.dtype)[None, :]
-    return jax.grad(lambda Y: yz_loss(YZParams(Y, params.Z), world.contexts[context][None, :], target,
-                                      world.objects))(params.Y)
-
-
 def diagonal_fisher(params: YZParams, world: FactWorld) -> Float[Array, "M M"]:
     """Exact empirical diagonal Fisher of the data of ``world`` at ``params``: w = E_{(X,o)~Pr}[(∂_Y CE)²].
 
-    Per-example gradients, enumerated over every (context, object) pair and weighted by the joint. In closed
-    form w_{o',s} = z_s² Σ_{X∋s} Σ_o Pr(X, o) (p(o'|X) − 1[o' = o])²; at a Bayes optimum (θ* = U_old) this is
-    z_s² Σ_{X∋s} Pr(X) p(o'|X)(1 − p(o'|X)) = diag of the error Hessian K (``dynamics.error_hessian``).
+    The per-example gradient is ∂CE/∂Y[o', s] = z_s 1[s∈X] (p(o'|X) − 1[o' = o]), so, enumerating contexts,
+
+        w_{o',s} = Σ_X z_s² 1[s∈X] (Pr(X) p(o'|X)² − 2 p(o'|X) Pr(X, o') + Pr(X, o')),
+
+    zero outside the active block (object rows, context-token columns). At a Bayes optimum (θ* = U_old) this is
+    z_s² Σ_{X∋s} Pr(X) p(o'|X)(1 − p(o'|X)), the diagonal of the error Hessian K (``dynamics.error_hessian``).
     """
-    num_c, num_o = world.joint.shape
-    cc, oo = jnp.meshgrid(jnp.arange(num_c), jnp.arange(num_o), indexing="ij")
-    grads = jax.vmap(lambda c, o: _per_example_grad_Y(params, world, c, o))(cc.reshape(-1), oo.reshape(-1))
-    return jnp.einsum("p,pij->ij", world.joint.reshape(-1), grads**2)
+    num_x = world.context_tokens.shape[0]
+    z = params.Z[:num_x, world.query_token]
+    A2_CX = jax.nn.one_hot(world.contexts, num_x, dtype=world.joint.dtype).sum(axis=1) * (z**2)[None, :]
+    probs = jax.nn.softmax(yz_logits(params, world.contexts, world.objects), axis=-1)
+    px = jnp.sum(world.joint, axis=-1, keepdims=True)
+    per_CO = px * probs**2 - 2.0 * probs * world.joint + world.joint
+    w_OX = per_CO.T @ A2_CX
+    return jnp.zeros_like(params.Y).at[world.objects, :num_x].set(w_OX)
 
 
 def ewc_penalty(Y, Y_star, fisher, k) -> Float[Array, ""]:

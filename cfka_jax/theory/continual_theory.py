@@ -76,12 +76,26 @@ def objective_hessian(worlds: ContinualWorlds, joint, Y_star, fisher, k, Y) -> F
     return H.reshape(n, n) + k * jnp.diag(_active(fisher, worlds).reshape(-1))
 
 
-def minimise(worlds: ContinualWorlds, joint, Y_star, fisher, k, Y0, *, iters: int = 40):
-    """Minimiser of ℓ_{k,α} reached from ``Y0``: Newton on the range of the Hessian with Armijo backtracking.
+def minimise(worlds: ContinualWorlds, joint, Y_star, fisher, k, start, *, guess=None, iters: int = 40):
+    """The point gradient descent on ℓ_{k,α} from ``start`` converges to (computed, float64-exact).
 
-    Direction d = −H⁺ ∇ℓ; step 2⁻ʲ for the smallest j ≤ 40 with ℓ(e + 2⁻ʲ d) ≤ ℓ(e) + 10⁻⁴ 2⁻ʲ ∇ℓ·d. The
-    pseudo-inverse keeps the null-space component of Y0 fixed, as gradient descent does. Returns Y.
+    Newton from ``guess`` (default ``start``): direction d = −H⁺ ∇ℓ, step 2⁻ʲ for the smallest j ≤ 40 with
+    ℓ(Y + 2⁻ʲ d) ≤ ℓ(Y) + 10⁻⁴ 2⁻ʲ ∇ℓ·d. For k > 0 the minimiser is unique. For k = 0 it is unique modulo the
+    logit-map null space, and GD never moves the null-space component of its start; the result's null
+    component is therefore replaced by that of ``start`` (exact: ℓ is constant along the null space).
+    A good ``guess`` (e.g. ``mixture_nb_optimum``) makes the solve a few steps.
     """
+    Y = _newton(worlds, joint, Y_star, fisher, k, start if guess is None else guess, iters)
+    H = objective_hessian(worlds, joint, Y_star, fisher, 0.0 * k, Y)
+    spec = spectrum(H)
+    diff = _active(start - Y, worlds).reshape(-1)
+    null_part = spec.evecs @ (jnp.where(spec.positive, 0.0, 1.0) * (spec.evecs.T @ diff))
+    shape = _active(Y, worlds).shape
+    fix = jnp.where(k == 0, 1.0, 0.0).astype(Y.dtype) * null_part.reshape(shape)
+    return Y.at[worlds.new.objects, : shape[1]].add(fix)
+
+
+def _newton(worlds, joint, Y_star, fisher, k, Y0, iters):
     args = (worlds, joint, Y_star, fisher, k)
     steps = 0.5 ** jnp.arange(41, dtype=Y0.dtype)
     shape = _active(Y0, worlds).shape
