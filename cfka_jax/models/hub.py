@@ -165,7 +165,7 @@ def load_into(
         ConversionError: listing every unused HF key, unfilled parameter and shape mismatch at once.
     """
     graphdef, state = nnx.split(abstract_model)
-    target = _flatten(state.to_pure_dict())
+    target = _flatten(nnx.to_pure_dict(state))
     plan = _plan(rules, num_layers, scan)
     unused, mismatched, pieces = [], [], {}
     for key in sorted(tensors):
@@ -217,7 +217,7 @@ def export_from(
     Raises:
         ConversionError: a parameter is not covered by any rule (it would be silently dropped).
     """
-    flat = _flatten(nnx.state(model).to_pure_dict())
+    flat = _flatten(nnx.to_pure_dict(nnx.state(model)))
     plan = _plan(rules, num_layers, scan)
     uncovered = sorted(_dotted(p) for p in flat if p not in {s.path for s in plan.values()})
     if uncovered:
