@@ -128,6 +128,8 @@ class QwenConfig:
             problems.append("attention_dropout (nonzero dropout unsupported)")
         for name in _IGNORED:
             d.pop(name, None)
+        if not d.get("use_sliding_window", False):
+            d["sliding_window"] = None  # as HF normalises it: the window is unused
         fields = {f.name for f in dataclasses.fields(cls)} - {"dtype", "scan_layers", "remat"}
         problems += [f"{k} (unknown field)" for k in sorted(set(d) - fields)]
         if "model_type" not in d:
