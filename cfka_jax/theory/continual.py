@@ -27,7 +27,6 @@ Minibatches draw each sample from Pr_α independently, i.e. a sample is new with
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 from typing import NamedTuple
 
@@ -36,10 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfka_jax.shapes import Array, Float, Int
-from cfka_jax.theory.model import YZParams, yz_logits, yz_loss
+from cfka_jax.theory.model import YZParams, yz_logits
 from cfka_jax.theory.optimum import reference_optimum
 from cfka_jax.theory.train import SGDConfig, scan_logged
-from cfka_jax.theory.world import FactWorld, sample_batch
+from cfka_jax.theory.world import FactWorld
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,20 +253,47 @@ class Method(NamedTuple):
     replay_joint: Float[Array, "C O"]
 
 
-def cpt_objective(Y, batch, worlds: ContinualWorlds, Y_star, fisher, k) -> Float[Array, ""]:
-    """Batch CE of (Y, fixed Z) plus the EWC penalty; ``batch`` = (tokens_BL, weighted targets_BO)."""
-    return yz_loss(YZParams(Y, worlds.Z), *batch, worlds.new.objects) + ewc_penalty(Y, Y_star, fisher, k)
+def design(worlds: ContinualWorlds) -> Float[Array, "C X"]:
+    """A[c, s] = z_s 1[s ∈ X_c], so that logits_CO = A Y_OXᵀ with Y_OX the active block of Y."""
+    world = worlds.new
+    num_x = world.context_tokens.shape[0]
+    onehot_CX = jax.nn.one_hot(world.contexts, num_x, dtype=worlds.Z.dtype).sum(axis=1)
+    return onehot_CX * worlds.Z[:num_x, world.query_token][None, :]
 
 
-def cpt_step(Y, key, *, worlds, method: Method, Y_star, fisher, eta_y, batch_size: int | None):
-    """One SGD step of size η_Y on Y; full batch (population of Pr_α) when ``batch_size`` is None."""
-    joint = mixture_joint(worlds.new.joint, method.replay_joint, method.alpha)
+def active_block(Y: Float[Array, "M M"], worlds: ContinualWorlds) -> Float[Array, "O X"]:
+    """Y_OX = Y[objects, context tokens]: the only entries the logits depend on."""
+    return Y[worlds.new.objects, : worlds.new.context_tokens.shape[0]]
+
+
+def embed_block(Y: Float[Array, "M M"], Y_OX: Float[Array, "O X"], worlds: ContinualWorlds) -> Float[Array, "M M"]:
+    """Y with its active block replaced by ``Y_OX``."""
+    return Y.at[worlds.new.objects, : Y_OX.shape[1]].set(Y_OX)
+
+
+def cpt_grad(Y_OX, joint_CO, A_CX, Ystar_OX, W_OX, k) -> Float[Array, "O X"]:
+    """∇ of Σ_{X,o} q(X, o) CE + (k/2) Σ w (Y − Y*)² on the active block, for any weights q (population or batch).
+
+    ∇ = Σ_X A[X, s] (q(X) p(o|X) − q(X, o)) + k w (Y − Y*): the same as ``jax.grad`` of ``yz_loss`` (tested).
+    """
+    probs_CO = jax.nn.softmax(A_CX @ Y_OX.T, axis=-1)
+    resid_CO = jnp.sum(joint_CO, axis=-1, keepdims=True) * probs_CO - joint_CO
+    return resid_CO.T @ A_CX + k * W_OX * (Y_OX - Ystar_OX)
+
+
+def batch_weights(joint_CO, key, batch_size: int | None) -> Float[Array, "C O"]:
+    """The population joint (``batch_size`` None) or the empirical weights counts/B of B i.i.d. draws from it.
+
+    Same distribution as ``world.sample_batch``, written as a (context, object) histogram so that the step is
+    dense over the C enumerated contexts.
+    """
     if batch_size is None:
-        batch = (worlds.new.contexts, joint)
-    else:
-        batch = sample_batch(dataclasses.replace(worlds.new, joint=joint), key, batch_size)
-    g = jax.grad(cpt_objective)(Y, batch, worlds, Y_star, fisher, method.k)
-    return Y - eta_y * g
+        return joint_CO
+    cdf = jnp.cumsum(joint_CO.reshape(-1))
+    u = jax.random.uniform(key, (batch_size,), dtype=joint_CO.dtype) * cdf[-1]
+    draws = jnp.minimum(jnp.searchsorted(cdf, u, side="right"), joint_CO.size - 1)  # inverse-CDF sampling
+    counts = jnp.sum(jax.nn.one_hot(draws, joint_CO.size, dtype=joint_CO.dtype), axis=0)
+    return counts.reshape(joint_CO.shape) / batch_size
 
 
 class Trace(NamedTuple):
@@ -279,11 +305,15 @@ class Trace(NamedTuple):
     probe_column: Float[Array, "R O"]
 
 
-def observe_facts(Y, worlds: ContinualWorlds) -> Trace:
+def _mean_fact_prob(probs_CO, facts: FactSet):
+    return jnp.mean(probs_CO[facts.context, facts.obj])
+
+
+def observe_block(Y_OX, worlds: ContinualWorlds, A_CX) -> Trace:
     """Old-, new- and overwritten-fact probabilities and the probe token's column y_s (object rows)."""
-    p = YZParams(Y, worlds.Z)
-    return Trace(fact_prob(p, worlds.old, worlds.old_facts), fact_prob(p, worlds.new, worlds.new_facts),
-                 fact_prob(p, worlds.old, worlds.changed), Y[worlds.new.objects, worlds.probe_token])
+    probs = jax.nn.softmax(A_CX @ Y_OX.T, axis=-1)
+    return Trace(_mean_fact_prob(probs, worlds.old_facts), _mean_fact_prob(probs, worlds.new_facts),
+                 _mean_fact_prob(probs, worlds.changed), Y_OX[:, worlds.probe_token])
 
 
 def run_cpt(worlds: ContinualWorlds, method: Method, key, *, eta_y, cfg: SGDConfig, Y0=None, fisher=None):
@@ -293,15 +323,21 @@ def run_cpt(worlds: ContinualWorlds, method: Method, key, *, eta_y, cfg: SGDConf
       worlds: the world pair.
       method: k, α and replay joint (arrays; vmap over them for sweeps).
       key: PRNG key for minibatches.
-      eta_y: SGD step size on Y.
+      eta_y: SGD step size on Y (may be an array).
       cfg: steps, batch size (None = population gradient descent) and logging period.
       Y0: start of CPT (default the PT optimum U_old).
       fisher: EWC weights (default ``diagonal_fisher`` of the old data at θ*).
     """
     theta = pretrained(worlds)
     fisher = diagonal_fisher(theta, worlds.old) if fisher is None else fisher
+    A_CX, W_OX, Ystar_OX = design(worlds), active_block(fisher, worlds), active_block(theta.Y, worlds)
+    joint = mixture_joint(worlds.new.joint, method.replay_joint, method.alpha)
     start = theta.Y if Y0 is None else Y0
-    step = functools.partial(cpt_step, worlds=worlds, method=method, Y_star=theta.Y, fisher=fisher, eta_y=eta_y,
-                             batch_size=cfg.batch_size)
-    return scan_logged(step, start, jax.random.split(key, cfg.steps), cfg=cfg,
-                       observe=lambda Y: observe_facts(Y, worlds))
+
+    def step(Y_OX, k_):
+        q = batch_weights(joint, k_, cfg.batch_size)
+        return Y_OX - eta_y * cpt_grad(Y_OX, q, A_CX, Ystar_OX, W_OX, method.k)
+
+    final, trace = scan_logged(step, active_block(start, worlds), jax.random.split(key, cfg.steps), cfg=cfg,
+                               observe=lambda Y_OX: observe_block(Y_OX, worlds, A_CX))
+    return embed_block(start, final, worlds), trace

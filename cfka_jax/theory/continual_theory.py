@@ -29,22 +29,11 @@ import jax
 import jax.numpy as jnp
 
 from cfka_jax.shapes import Array, Float
-from cfka_jax.theory.continual import ContinualWorlds, FactSet, fact_prob, with_joint
+from cfka_jax.theory.continual import (ContinualWorlds, FactSet, active_block, cpt_grad, design, fact_prob,
+                                       with_joint)
 from cfka_jax.theory.dynamics import spectrum
 from cfka_jax.theory.model import YZParams, yz_logits
 from cfka_jax.theory.optimum import bayes_posterior, reference_optimum
-
-
-def _active_design(worlds: ContinualWorlds) -> Float[Array, "C X"]:
-    """A[c, s] = z_s 1[s ∈ X_c]: (J_X e)_o = Σ_s A[X, s] e[o, s] is the logit change of context X."""
-    world = worlds.new
-    num_x = world.context_tokens.shape[0]
-    onehot_CX = jax.nn.one_hot(world.contexts, num_x, dtype=worlds.Z.dtype).sum(axis=1)
-    return onehot_CX * worlds.Z[:num_x, world.query_token][None, :]
-
-
-def _active(Y, worlds: ContinualWorlds) -> Float[Array, "O X"]:
-    return Y[worlds.new.objects, : worlds.new.context_tokens.shape[0]]
 
 
 def _model_probs(Y, worlds: ContinualWorlds) -> Float[Array, "C O"]:
@@ -59,21 +48,20 @@ def objective_value(worlds: ContinualWorlds, joint, Y_star, fisher, k, Y) -> Flo
 
 def objective_grad(worlds: ContinualWorlds, joint, Y_star, fisher, k, Y) -> Float[Array, " N"]:
     """∇_e ℓ_{k,α} = Σ_X A[X, s] (Pr_α(X) p_Y(o|X) − Pr_α(X, o)) + k w (Y − Y*), flattened (o, s)."""
-    A = _active_design(worlds)
-    resid_CO = jnp.sum(joint, axis=-1, keepdims=True) * _model_probs(Y, worlds) - joint
-    pen = k * _active(fisher, worlds) * _active(Y - Y_star, worlds)
-    return (resid_CO.T @ A + pen).reshape(-1)
+    g = cpt_grad(active_block(Y, worlds), joint, design(worlds), active_block(Y_star, worlds),
+                 active_block(fisher, worlds), k)
+    return g.reshape(-1)
 
 
 def objective_hessian(worlds: ContinualWorlds, joint, Y_star, fisher, k, Y) -> Float[Array, "N N"]:
     """H = ∇²ℓ_{k,α} = Σ_X Pr_α(X) (H̃_X ⊗ A_X A_Xᵀ) + k diag(w), H̃_X = diag(p) − p pᵀ at p_Y(·|X)."""
-    A = _active_design(worlds)
+    A = design(worlds)
     probs = _model_probs(Y, worlds)
     px = jnp.sum(joint, axis=-1)
     h_COO = jax.vmap(lambda p: jnp.diag(p) - jnp.outer(p, p))(probs)
     H = jnp.einsum("c,cab,cs,ct->asbt", px, h_COO, A, A)
     n = A.shape[1] * probs.shape[1]
-    return H.reshape(n, n) + k * jnp.diag(_active(fisher, worlds).reshape(-1))
+    return H.reshape(n, n) + k * jnp.diag(active_block(fisher, worlds).reshape(-1))
 
 
 def minimise(worlds: ContinualWorlds, joint, Y_star, fisher, k, start, *, guess=None, iters: int = 40):
@@ -88,9 +76,9 @@ def minimise(worlds: ContinualWorlds, joint, Y_star, fisher, k, start, *, guess=
     Y = _newton(worlds, joint, Y_star, fisher, k, start if guess is None else guess, iters)
     H = objective_hessian(worlds, joint, Y_star, fisher, 0.0 * k, Y)
     spec = spectrum(H)
-    diff = _active(start - Y, worlds).reshape(-1)
+    diff = active_block(start - Y, worlds).reshape(-1)
     null_part = spec.evecs @ (jnp.where(spec.positive, 0.0, 1.0) * (spec.evecs.T @ diff))
-    shape = _active(Y, worlds).shape
+    shape = active_block(Y, worlds).shape
     fix = jnp.where(k == 0, 1.0, 0.0).astype(Y.dtype) * null_part.reshape(shape)
     return Y.at[worlds.new.objects, : shape[1]].add(fix)
 
@@ -98,7 +86,7 @@ def minimise(worlds: ContinualWorlds, joint, Y_star, fisher, k, start, *, guess=
 def _newton(worlds, joint, Y_star, fisher, k, Y0, iters):
     args = (worlds, joint, Y_star, fisher, k)
     steps = 0.5 ** jnp.arange(41, dtype=Y0.dtype)
-    shape = _active(Y0, worlds).shape
+    shape = active_block(Y0, worlds).shape
 
     def embed(Y, d):
         return Y.at[worlds.new.objects, : shape[1]].add(d.reshape(shape))
@@ -159,7 +147,7 @@ def gradient_covariance(worlds: ContinualWorlds, joint, Y) -> Float[Array, "N N"
     The per-sample gradient of CE at (X, o) is g[o', s] = A[X, s] (p_Y(o'|X) − 1[o' = o]).
     """
     probs = _model_probs(Y, worlds)
-    A = _active_design(worlds)
+    A = design(worlds)
     resid_COO = probs[:, None, :] - jnp.eye(probs.shape[-1], dtype=probs.dtype)[None, :, :]  # [c, o_true, o']
     g_COOX = resid_COO[..., None] * A[:, None, None, :]
     g_PN = g_COOX.reshape(joint.size, -1)
@@ -209,3 +197,26 @@ def token_curvature(worlds: ContinualWorlds, joint, Y, s: int) -> Float[Array, "
 def old_prob_at(worlds: ContinualWorlds, Y, facts: FactSet | None = None) -> Float[Array, ""]:
     """Old-fact probability of the model (Y, Z) (all PT facts unless ``facts`` is given)."""
     return fact_prob(YZParams(Y, worlds.Z), worlds.old, worlds.old_facts if facts is None else facts)
+
+
+def ewc_first_order_shift(worlds: ContinualWorlds, Y_star, fisher, Y_naive, facts: FactSet) -> Float[Array, ""]:
+    """Δ'(0): d/dk of the old-fact probability at the EWC convergence point, at k = 0⁺ (closed form).
+
+    As k → 0⁺ the EWC minimiser tends to θ₀₊ = argmin_{θ ∈ θ_naive + null} ‖θ − θ*‖²_W (the W-closest naive
+    optimum, same logits as θ_naive), and dθ_k/dk = −H₀⁺ W (θ₀₊ − θ*) with H₀ the new-data Hessian. Hence
+    Δ(k) = P_old(θ_k) − P_old(θ_naive) = k Δ'(0) + O(k²): EWC moves the convergence point at first order in k
+    unless W (θ₀₊ − θ*) lies in the null space, which needs w ≈ 0 on the moved coordinates (not only min_o w).
+    """
+    joint = worlds.new.joint
+    spec = spectrum(objective_hessian(worlds, joint, Y_star, fisher, 0.0, Y_naive))
+    null = spec.evecs * jnp.where(spec.positive, 0.0, 1.0)[None, :]
+    w = active_block(fisher, worlds).reshape(-1)
+    e_star = active_block(Y_star - Y_naive, worlds).reshape(-1)
+    c = jnp.linalg.lstsq((null.T * w) @ null, (null.T * w) @ e_star)[0]
+    d = null @ c - e_star
+    inv = jnp.where(spec.positive, 1.0 / jnp.where(spec.positive, spec.evals, 1.0), 0.0)
+    dtheta = -(spec.evecs @ (inv * (spec.evecs.T @ (w * d))))
+    shape = active_block(Y_naive, worlds).shape
+    grad_p = jax.grad(lambda e: old_prob_at(worlds, Y_naive.at[worlds.new.objects, : shape[1]].add(e.reshape(shape)),
+                                            facts))(jnp.zeros_like(w))
+    return grad_p @ dtheta
