@@ -68,7 +68,8 @@ def minimise(worlds: ContinualWorlds, joint, Y_star, fisher, k, start, *, guess=
     """The point gradient descent on ℓ_{k,α} from ``start`` converges to (computed, float64-exact).
 
     Newton from ``guess`` (default ``start``): direction d = −H⁺ ∇ℓ, step 2⁻ʲ for the smallest j ≤ 40 with
-    ℓ(Y + 2⁻ʲ d) ≤ ℓ(Y) + 10⁻⁴ 2⁻ʲ ∇ℓ·d. For k > 0 the minimiser is unique. For k = 0 it is unique modulo the
+    ℓ(Y + 2⁻ʲ d) ≤ ℓ(Y) + 10⁻⁴ 2⁻ʲ ∇ℓ·d, and full steps once the squared Newton decrement −∇ℓ·d < 10⁻⁶
+    (quadratic convergence; there ℓ differences are below rounding). For k > 0 the minimiser is unique. For k = 0 it is unique modulo the
     logit-map null space, and GD never moves the null-space component of its start; the result's null
     component is therefore replaced by that of ``start`` (exact: ℓ is constant along the null space).
     A good ``guess`` (e.g. ``mixture_nb_optimum``) makes the solve a few steps.
@@ -99,6 +100,7 @@ def _newton(worlds, joint, Y_star, fisher, k, Y0, iters):
         f_t = jax.vmap(lambda t: objective_value(*args, embed(Y, t * d)))(steps)
         ok = f_t <= f0 + 1e-4 * steps * (g @ d)
         t = jnp.where(jnp.any(ok), steps[jnp.argmax(ok)], 0.0)
+        t = jnp.where(-(g @ d) < 1e-6, 1.0, t)  # Newton decrement² < 1e-6: full steps (ℓ differences drown in rounding)
         return embed(Y, t * d), None
 
     Y, _ = jax.lax.scan(newton, Y0, None, length=iters)
