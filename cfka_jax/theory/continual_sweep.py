@@ -123,10 +123,13 @@ def theory_grid(worlds: ContinualWorlds, spec: SweepSpec) -> Theory:
     dtype = worlds.Z.dtype
     fisher = diagonal_fisher(pretrained(worlds), worlds.old)
     replay = replay_joint(worlds, spec.replay)
-    point = lambda k, a: _theory_point(worlds, fisher, replay, k, a, jnp.asarray(spec.eta_y, dtype),
-                                       spec.batch_size, spec.steps)
-    out = jax.jit(jax.vmap(point))(jnp.asarray(k_G, dtype), jnp.asarray(a_G, dtype))
-    return Theory(jnp.asarray(k_G, dtype), jnp.asarray(a_G, dtype), *out)
+    k_G, a_G = jnp.asarray(k_G, dtype), jnp.asarray(a_G, dtype)
+    out = _theory_vmapped(worlds, fisher, replay, k_G, a_G, jnp.asarray(spec.eta_y, dtype), spec.batch_size, spec.steps)
+    return Theory(k_G, a_G, *out)
+
+
+_theory_vmapped = jax.jit(jax.vmap(_theory_point, in_axes=(None, None, None, 0, 0, None, None, None)),
+                          static_argnums=(6, 7))
 
 
 def run_grid(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, key) -> tuple[Float[Array, "P M M"], Trace]:
@@ -138,10 +141,15 @@ def run_grid(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, key) -> t
     start = reps(theory.Y) if spec.start == "optimum" else jnp.broadcast_to(pretrained(worlds).Y,
                                                                              (spec.num_runs,) + theory.Y.shape[1:])
 
-    def one(k, a, eta, Y0, key_):
-        return run_cpt(worlds, Method(k, a, replay), key_, eta_y=eta, cfg=spec.sgd, Y0=Y0, fisher=fisher)
+    return _runs_vmapped(worlds, fisher, replay, reps(theory.k), reps(theory.alpha), reps(theory.eta), start, keys,
+                         spec.sgd)
 
-    return jax.jit(jax.vmap(one))(reps(theory.k), reps(theory.alpha), reps(theory.eta), start, keys)
+
+def _one_run(worlds, fisher, replay, k, alpha, eta, Y0, key, cfg):
+    return run_cpt(worlds, Method(k, alpha, replay), key, eta_y=eta, cfg=cfg, Y0=Y0, fisher=fisher)
+
+
+_runs_vmapped = jax.jit(jax.vmap(_one_run, in_axes=(None, None, None, 0, 0, 0, 0, 0, None)), static_argnums=(8,))
 
 
 def summarise(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, final_Y, trace: Trace) -> list[dict]:
