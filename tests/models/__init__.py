@@ -265,3 +265,57 @@ class ParitySuite:
             assert key in str(err.value)
         assert "unused HF keys (1)" in str(err.value) and "unfilled parameters (1)" in str(err.value)
         assert "shape mismatches (1)" in str(err.value)
+
+
+# ------------------------------------------------------------------------------ properties without a reference
+
+
+def loss_and_grads(model: nnx.Module, tokens_BS: np.ndarray):
+    """Mean next-token cross-entropy and its gradient w.r.t. every parameter (split/merge, whole-step jit)."""
+    graphdef, params = nnx.split(model, nnx.Param)
+
+    @jax.jit
+    def run(params, tokens):
+        def loss_fn(params):
+            logits = nnx.merge(graphdef, params)(tokens[:, :-1]).logits
+            logp = jax.nn.log_softmax(logits, axis=-1)
+            return -jnp.mean(jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1))
+
+        return jax.value_and_grad(loss_fn)(params)
+
+    with jax.default_matmul_precision("float32"):
+        return run(params, jnp.asarray(tokens_BS, jnp.int32))
+
+
+def assert_causal(model: nnx.Module, tokens_BS: np.ndarray, cut: int) -> None:
+    """Changing tokens at positions >= cut leaves every logit before cut unchanged, and changes the ones after."""
+    other = tokens_BS.copy()
+    other[:, cut:] = (other[:, cut:] + 1) % model.cfg.vocab_size
+    a, b = forward(model, tokens_BS).logits, forward(model, other).logits
+    np.testing.assert_array_equal(np.asarray(a)[:, :cut], np.asarray(b)[:, :cut])
+    assert np.abs(np.asarray(a)[:, cut:] - np.asarray(b)[:, cut:]).max() > 1e-3
+
+
+def assert_remat_and_scan_preserve_gradients(model: nnx.Module, family, tokens_BS: np.ndarray, forms) -> None:
+    """Each (scan_layers, remat) form in ``forms`` gives the loss and gradients of the plain loop on the same weights.
+
+    Gradients are compared by HF key: a gradient state merged into the model's graph is exported through the
+    family's key table, which un-stacks scanned layers.
+    """
+    import dataclasses
+
+    tensors = family.export(model)
+
+    def hf_named_grads(scan: bool, remat: bool):
+        m = family.load(dataclasses.replace(model.cfg, scan_layers=scan, remat=remat), tensors)
+        loss, grads = loss_and_grads(m, tokens_BS)
+        return loss, family.export(nnx.merge(nnx.graphdef(m), grads))
+
+    ref_loss, ref_grads = hf_named_grads(False, False)
+    assert max(np.abs(g).max() for g in ref_grads.values()) > 1e-4
+    for scan, remat in forms:
+        loss, grads = hf_named_grads(scan, remat)
+        assert_close(loss, ref_loss, tolerances.F32_OP_ATOL, f"loss scan={scan} remat={remat}")
+        assert grads.keys() == ref_grads.keys()
+        for k in ref_grads:
+            assert_close(grads[k], ref_grads[k], tolerances.F32_OP_ATOL, f"grad {k} scan={scan} remat={remat}")
