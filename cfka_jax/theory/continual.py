@@ -292,7 +292,7 @@ def batch_weights(joint_CO, key, batch_size: int | None) -> Float[Array, "C O"]:
     cdf = jnp.cumsum(joint_CO.reshape(-1))
     u = jax.random.uniform(key, (batch_size,), dtype=joint_CO.dtype) * cdf[-1]
     draws = jnp.minimum(jnp.searchsorted(cdf, u, side="right"), joint_CO.size - 1)  # inverse-CDF sampling
-    counts = jnp.sum(jax.nn.one_hot(draws, joint_CO.size, dtype=joint_CO.dtype), axis=0)
+    counts = jnp.bincount(draws, length=joint_CO.size).astype(joint_CO.dtype)
     return counts.reshape(joint_CO.shape) / batch_size
 
 
