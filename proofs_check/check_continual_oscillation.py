@@ -63,10 +63,10 @@ def _slope(x, y, se):
     return float(np.sum(w * (x - xm) * y) / sxx), float(1.0 / np.sqrt(sxx))
 
 
-def _plot(out_dir, t, meas_t, pred_t, lam, amp_m, amp_se, amp_p, slopes):
+def _plot(out_dir, t, meas_t, pred_t, lam, amp_m, amp_se, amp_p, slopes, sd_m, sd_p):
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax, bx, cx) = plt.subplots(1, 3, figsize=(15, 4.4))
     for i, a in enumerate(ALPHAS):
         line, = ax.plot(t, meas_t[i], "o", ms=3, label=f"α = {a:g} measured")
         ax.plot(t, pred_t[i], "-", lw=1, color=line.get_color())
@@ -75,11 +75,16 @@ def _plot(out_dir, t, meas_t, pred_t, lam, amp_m, amp_se, amp_p, slopes):
     ax.legend(fontsize=7)
     bx.errorbar(lam, amp_m, yerr=amp_se, fmt="o", label=f"measured (slope {slopes[0]:.2f} ± {slopes[1]:.2f})")
     bx.plot(lam, amp_p, "k+", ms=12, label=f"predicted (slope {slopes[2]:.3f})")
-    for x, y, a in zip(lam, amp_p, ALPHAS):
-        bx.annotate(f"α={a:g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    bx.set(xscale="log", yscale="log", xlabel="λ⁺_min(H̃_s) at θ_α", ylabel="amplitude A = √tr Cov(e_s) at t = 2000",
-           title="Amplitude vs λ⁺_min of the mixture H̃_s")
+    for i, (x, y, a) in enumerate(zip(lam, amp_p, ALPHAS)):
+        bx.annotate(f"α={a:g}", (x, y), fontsize=7, xytext=(4, -12 - 9 * (i % 2)), textcoords="offset points")
+    bx.set(xlabel="λ⁺_min(H̃_s) at θ_α", ylabel="amplitude A = √tr Cov(e_s) at t = 2000",
+           title="e_s amplitude vs λ⁺_min of the mixture H̃_s\n(ln-ln slopes fitted across α)")
     bx.legend(fontsize=7)
+    cx.plot(ALPHAS, sd_m, "o", label="measured (128 seeds)")
+    cx.plot(ALPHAS, sd_p, "k+", ms=12, label="linear theory √(∇Pᵀ Σ ∇P)")
+    cx.set(xlabel="new-data fraction α", ylabel="sd of overwritten-old-fact probability at t = 2000",
+           title="Amplitude vs α: the 'reminder' oscillation\nof the overwritten facts' probability")
+    cx.legend(fontsize=7)
     return save_figure(fig, out_dir, "continual_oscillation")
 
 
@@ -109,7 +114,7 @@ def run(out_dir):
     var_m = changed.var(axis=1, ddof=1)
     var_p = np.einsum("ai,aij,aj->a", np.asarray(grad), cov[:, -1], np.asarray(grad))
     z_p = (var_m - var_p) / (var_p * np.sqrt(2 / (SEEDS - 1)))
-    _plot(out_dir, t, meas_t, pred_t, lam, amp_m, amp_se, amp_p, (s_m, s_se, s_p))
+    _plot(out_dir, t, meas_t, pred_t, lam, amp_m, amp_se, amp_p, (s_m, s_se, s_p), np.sqrt(var_m), np.sqrt(var_p))
     rows = ", ".join(f"α={a:g}: λ⁺_min={l:.4f} trCov meas {m:.4f} pred {p:.4f} (z={z:+.1f})"
                      for a, l, m, p, z in zip(ALPHAS, lam, meas_t[:, -1], pred_t[:, -1], z_cov))
     prob = ", ".join(f"α={a:g}: sd meas {np.sqrt(m):.4f} pred {np.sqrt(p):.4f} (z={z:+.1f})"
