@@ -10,6 +10,7 @@ import flax.nnx as nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from cfka_jax.models.outputs import ModelOutput
 from tests import tolerances
@@ -146,11 +147,12 @@ NEW_TOKENS = 32
 class Case:
     """One tiny random-init HF model saved to disk, its NNX port and a batch of tokens (B = 2, S = 13)."""
 
-    def __init__(self, config_cls, model_cls, kwargs: dict, path, seed: int):
+    def __init__(self, name: str, config_cls, model_cls, kwargs: dict, path, seed: int):
         import torch
 
         from cfka_jax import models
 
+        self.name = name
         torch.manual_seed(seed)
         # initializer_range 0.2 (HF default 0.02) gives O(5) logits and O(10) hidden states, so a 1e-4 absolute
         # tolerance is a tight relative one; eos None keeps generate from stopping early.
@@ -175,7 +177,15 @@ class Case:
 
 
 class ParitySuite:
-    """Tests shared by both families; a subclass in each family's test file supplies the ``case`` fixture."""
+    """Tests shared by both families; a subclass in each family's test file supplies the ``case`` fixture.
+
+    The two slowest checks (scanned form, chunked cache) run on the cases named in ``SCAN_CASES`` and
+    ``CHUNK_CASES`` only, to keep the suite near two minutes on two cores; every case is still decoded greedily
+    with the cache against HF ``generate``.
+    """
+
+    SCAN_CASES: frozenset[str] = frozenset()
+    CHUNK_CASES: frozenset[str] = frozenset()
 
     def test_forward_parity(self, case):
         out = forward(case.model, case.tokens, return_hidden=True, return_attn=True)
@@ -190,6 +200,8 @@ class ParitySuite:
         np.testing.assert_array_equal(case.greedy_loop(), hf_generate(case.hf, case.tokens, case.mask, NEW_TOKENS))
 
     def test_chunked_cache_equals_full_forward(self, case):
+        if case.name not in self.CHUNK_CASES:
+            pytest.skip(f"chunked cache checked on {sorted(self.CHUNK_CASES)}")
         full = forward(case.model, case.tokens, attention_mask_BT=case.mask)
         graphdef, state = nnx.split(case.model)
 
@@ -230,6 +242,8 @@ class ParitySuite:
         assert models.config_from_hf(models.hub.read_config(tmp_path)) == case.model.cfg
 
     def test_scan_equals_loop(self, case, tmp_path):
+        if case.name not in self.SCAN_CASES:
+            pytest.skip(f"scanned form checked on {sorted(self.SCAN_CASES)}")
         from cfka_jax import models
 
         scanned = models.from_pretrained(case.path, scan_layers=True)
@@ -244,8 +258,6 @@ class ParitySuite:
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
     def test_malformed_checkpoint_lists_every_problem(self, case):
-        import pytest
-
         from cfka_jax.models import hub
 
         from cfka_jax.models import PythiaModel, pythia, qwen

@@ -27,10 +27,13 @@ def case(request, tmp_path_factory):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     path = tmp_path_factory.mktemp(request.param)
-    return Case(GPTNeoXConfig, GPTNeoXForCausalLM, dict(CASES[request.param], max_position_embeddings=64), path, 7)
+    return Case(request.param, GPTNeoXConfig, GPTNeoXForCausalLM, dict(CASES[request.param], max_position_embeddings=64), path, 7)
 
 
 class TestPythiaParity(ParitySuite):
+    SCAN_CASES = frozenset({"parallel_untied"})
+    CHUNK_CASES = frozenset({"sequential_tied"})
+
     def test_rotary_dims_follow_hf(self, case):
         hf_attn = case.hf.gpt_neox.layers[0].attention
         assert case.model.cfg.rotary_dim == hf_attn.rotary_ndims

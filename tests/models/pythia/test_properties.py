@@ -1,4 +1,5 @@
-"""Pythia properties that need no reference: causality; scan/remat leave losses and gradients unchanged."""
+"""Pythia properties that need no reference: causality; remat leaves losses and gradients unchanged
+(scan + remat is checked on Qwen, scan alone on both families in the parity suite)."""
 
 import flax.nnx as nnx
 import numpy as np
@@ -24,5 +25,5 @@ def test_causal(model):
 
 def test_scan_and_remat_preserve_gradients(model):
     assert_remat_and_scan_preserve_gradients(
-        model, pythia, np.random.default_rng(1).integers(0, 41, (2, 9)), forms=[(True, True)]
+        model, pythia, np.random.default_rng(1).integers(0, 41, (2, 9)), forms=[(False, True)]
     )

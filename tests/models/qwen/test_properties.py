@@ -1,4 +1,4 @@
-"""Qwen properties that need no reference: causality; scan/remat leave losses and gradients unchanged."""
+"""Qwen properties that need no reference: causality; scan + remat leaves losses and gradients unchanged."""
 
 import flax.nnx as nnx
 import numpy as np
@@ -24,5 +24,5 @@ def test_causal(model):
 
 def test_scan_and_remat_preserve_gradients(model):
     assert_remat_and_scan_preserve_gradients(
-        model, qwen, np.random.default_rng(1).integers(0, 41, (2, 9)), forms=[(False, True), (True, True)]
+        model, qwen, np.random.default_rng(1).integers(0, 41, (2, 9)), forms=[(True, True)]
     )
