@@ -70,7 +70,8 @@ def _linear_rate_error(worlds, theory, fisher, errors, i, log_every: int, enter:
     H = objective_hessian(worlds, worlds.new.joint, pretrained(worlds).Y, fisher, theory.k[i], theory.Y[i])
     predict = error_evolution(H, errors[i][j0], theory.eta[i], mode="gd")
     t = np.arange(norms.shape[0] - j0) * log_every
-    pred = np.linalg.norm(np.asarray(predict(jnp.asarray(t, H.dtype))), axis=-1)
+    # vmap over scalar times: dynamics.error_evolution broadcasts a vector t with rank promotion
+    pred = np.linalg.norm(np.asarray(jax.vmap(predict)(jnp.asarray(t, H.dtype))), axis=-1)
     sel = norms[j0:] > floor
     return float(np.max(np.abs(pred[sel] / norms[j0:][sel] - 1))), int(sel.sum())
 

@@ -95,7 +95,7 @@ def replay_joint(worlds: ContinualWorlds, kind: str) -> Float[Array, "C O"]:
 def _theory_point(worlds, fisher, replay, k, alpha, eta, batch_size, steps):
     theta = pretrained(worlds)
     joint = mixture_joint(worlds.new.joint, replay, alpha)
-    guess = jnp.where(k == 0, mixture_nb_optimum(worlds, joint).Y, theta.Y)
+    guess = jnp.where(k == 0.0, mixture_nb_optimum(worlds, joint).Y, theta.Y)
     Y = minimise(worlds, joint, theta.Y, fisher, k, theta.Y, guess=guess)
     H = objective_hessian(worlds, joint, theta.Y, fisher, k, Y)
     eta = jnp.minimum(eta, 1.0 / jnp.max(jnp.linalg.eigvalsh(H)))

@@ -80,7 +80,7 @@ def minimise(worlds: ContinualWorlds, joint, Y_star, fisher, k, start, *, guess=
     diff = active_block(start - Y, worlds).reshape(-1)
     null_part = spec.evecs @ (jnp.where(spec.positive, 0.0, 1.0) * (spec.evecs.T @ diff))
     shape = active_block(Y, worlds).shape
-    fix = jnp.where(k == 0, 1.0, 0.0).astype(Y.dtype) * null_part.reshape(shape)
+    fix = jnp.where(k == 0.0, 1.0, 0.0).astype(Y.dtype) * null_part.reshape(shape)
     return Y.at[worlds.new.objects, : shape[1]].add(fix)
 
 
@@ -172,11 +172,13 @@ def sgd_covariance(H, G, eta_y, batch_size: int) -> Callable[[jax.Array], jax.Ar
     Gt = spec.evecs.T @ G @ spec.evecs
     denom = jnp.where(mask, 1.0 - aa, 1.0)
 
-    def predict(t):
-        t = jnp.asarray(t, H.dtype)[..., None, None]
+    def at(t):  # scalar t
         growth = jnp.where(mask, (1.0 - aa**t) / denom, 0.0)
-        cov_t = eta_y**2 / batch_size * Gt * growth
-        return spec.evecs @ cov_t @ spec.evecs.T
+        return spec.evecs @ (eta_y**2 / batch_size * Gt * growth) @ spec.evecs.T
+
+    def predict(t):
+        t = jnp.asarray(t, H.dtype)
+        return jax.vmap(at)(t.reshape(-1)).reshape(t.shape + H.shape)
 
     return predict
 
@@ -192,7 +194,7 @@ def token_curvature(worlds: ContinualWorlds, joint, Y, s: int) -> Float[Array, "
     world = worlds.new
     probs = _model_probs(Y, worlds)
     h_COO = jax.vmap(lambda p: jnp.diag(p) - jnp.outer(p, p))(probs)
-    w_C = jnp.sum(joint, axis=-1) * jnp.any(world.contexts == s, axis=-1)
+    w_C = jnp.sum(joint, axis=-1) * jnp.any(world.contexts == s, axis=-1).astype(joint.dtype)
     return jnp.einsum("c,cij->ij", w_C, h_COO) / jnp.sum(w_C)
 
 
@@ -214,7 +216,7 @@ def ewc_first_order_shift(worlds: ContinualWorlds, Y_star, fisher, Y_naive, fact
     null = spec.evecs * jnp.where(spec.positive, 0.0, 1.0)[None, :]
     w = active_block(fisher, worlds).reshape(-1)
     e_star = active_block(Y_star - Y_naive, worlds).reshape(-1)
-    c = jnp.linalg.lstsq((null.T * w) @ null, (null.T * w) @ e_star)[0]
+    c = jnp.linalg.lstsq((null.T * w[None, :]) @ null, (null.T * w[None, :]) @ e_star)[0]
     d = null @ c - e_star
     inv = jnp.where(spec.positive, 1.0 / jnp.where(spec.positive, spec.evals, 1.0), 0.0)
     dtheta = -(spec.evecs @ (inv * (spec.evecs.T @ (w * d))))
