@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import flax.nnx as nnx
@@ -30,6 +31,8 @@ Path = tuple[str | int, ...]
 Transform = tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]
 IDENTITY: Transform = (lambda a: a, lambda a: a)
 TRANSPOSE: Transform = (lambda a: a.T, lambda a: a.T)  # HF Linear [out, in] <-> nnx.Linear kernel [in, out]
+# An accepted-but-unused HF key: check(array, all_tensors) -> None if acceptable, else the reason it is not.
+Extra = tuple[str, Callable[[np.ndarray, Mapping[str, np.ndarray]], str | None]]
 
 
 class ConversionError(ValueError):
@@ -153,13 +156,14 @@ def load_into(
     *,
     num_layers: int,
     scan: bool,
-    tied: Mapping[str, str] | None = None,
+    extras: Sequence[Extra] = (),
 ) -> nnx.Module:
     """Fill every parameter of ``abstract_model`` (from ``nnx.eval_shape``) from HF ``tensors``.
 
     Args:
-        tied: optional ``{alias_key: source_key}``: an alias key (a tied LM head that some checkpoints store)
-            is accepted only if it equals its source tensor exactly; it fills nothing.
+        extras: ``(regex, check)`` pairs for HF keys that fill no parameter but may legitimately be present (a
+            tied head stored twice, constant buffers of old checkpoints). A matching key is accepted only if
+            ``check(array, tensors)`` returns None; otherwise its message is reported with the unused keys.
 
     Raises:
         ConversionError: listing every unused HF key, unfilled parameter and shape mismatch at once.
@@ -171,9 +175,10 @@ def load_into(
     for key in sorted(tensors):
         arr, slot = tensors[key], plan.get(key)
         if slot is None:
-            alias = (tied or {}).get(key)
-            if alias is None or alias not in tensors or not np.array_equal(arr, tensors[alias]):
-                unused.append(key + ("" if alias is None else f" (tied to {alias} but not equal to it)"))
+            check = next((c for pattern, c in extras if re.fullmatch(pattern, key)), None)
+            problem = "" if check is None else check(arr, tensors)
+            if problem is not None:
+                unused.append(key + (f" ({problem})" if problem else ""))
             continue
         spec = target[slot.path]
         want = spec.shape if slot.layer is None else spec.shape[1:]
@@ -198,6 +203,28 @@ def load_into(
             filled[path] = jnp.asarray(np.stack([pieces[(path, i)] for i in range(num_layers)]))
     nnx.replace_by_pure_dict(state, _unflatten(filled))
     return nnx.merge(graphdef, state)
+
+
+def tied_to(source: str) -> Callable[[np.ndarray, Mapping[str, np.ndarray]], str | None]:
+    """Accept a key only if it equals ``source`` exactly (a tied head saved alongside the embedding)."""
+
+    def check(arr, tensors):
+        same = source in tensors and np.array_equal(arr, tensors[source])
+        return None if same else f"tied to {source} but not equal to it"
+
+    return check
+
+
+def equals(expected: np.ndarray) -> Callable[[np.ndarray, Mapping[str, np.ndarray]], str | None]:
+    """Accept a constant buffer (e.g. RoPE ``inv_freq``) only if it matches the value the model recomputes,
+    up to 4 ulp of the stored dtype (fp16 checkpoints store fp16 buffers)."""
+
+    def check(arr, tensors):
+        rtol = 4 * float(np.finfo(arr.dtype).eps) if np.issubdtype(arr.dtype, np.floating) else 0.0
+        ok = arr.shape == expected.shape and np.allclose(arr.astype(np.float64), expected, rtol=rtol, atol=0.0)
+        return None if ok else f"buffer differs from the recomputed value {np.array2string(expected, precision=4)}"
+
+    return check
 
 
 def _report(unused: list[str], unfilled: list[str], mismatched: list[str]) -> str:

@@ -103,11 +103,26 @@ def test_tied_head_alias_accepted_only_when_equal(tmp_path):
         qwen.load(model.cfg, differs)
 
 
-def test_pythia_old_checkpoint_buffers_are_reported(tmp_path):
+def test_pythia_old_checkpoint_buffers_are_checked_not_skipped(tmp_path):
     model = _write_random(tmp_path, TINY_PYTHIA)
-    tensors = dict(pythia.export(model), **{"gpt_neox.layers.0.attention.masked_bias": np.zeros((), np.float32)})
-    with pytest.raises(hub.ConversionError, match=r"gpt_neox\.layers\.0\.attention\.masked_bias"):
-        pythia.load(model.cfg, tensors)
+    cfg, r = model.cfg, model.cfg.rotary_dim  # H = 10, R = int(10 * 0.4) = 4
+    inv_freq = (1.0 / 10000.0 ** (np.arange(0, r, 2, dtype=np.float32) / r)).astype(np.float16)  # an fp16 checkpoint
+    good = {
+        "gpt_neox.layers.0.attention.bias": np.tril(np.ones((7, 7), bool))[None, None],
+        "gpt_neox.layers.0.attention.masked_bias": np.asarray(-1e9, np.float32),
+        "gpt_neox.layers.1.attention.rotary_emb.inv_freq": inv_freq,
+    }
+    tensors = pythia.export(model)
+    loaded = pythia.load(cfg, dict(tensors, **good))
+    np.testing.assert_array_equal(np.asarray(loaded.embed_out.kernel[...]), np.asarray(model.embed_out.kernel[...]))
+    bad = {
+        "gpt_neox.layers.0.attention.bias": np.ones((1, 1, 7, 7), bool),
+        "gpt_neox.layers.1.attention.rotary_emb.inv_freq": 1.0 / 100.0 ** (np.arange(0, r, 2, dtype=np.float32) / r),
+    }
+    with pytest.raises(hub.ConversionError) as err:
+        pythia.load(cfg, dict(tensors, **bad))
+    assert "attention.bias (not a lower-triangular causal mask)" in str(err.value)
+    assert "rotary_emb.inv_freq (buffer differs" in str(err.value)
 
 
 @pytest.mark.torch

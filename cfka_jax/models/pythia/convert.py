@@ -7,13 +7,17 @@ the blocked ``[Q | K | V]`` kernel used by :class:`~cfka_jax.models.pythia.model
 Tied embeddings: no head key is expected; an ``embed_out.weight`` present in a tied checkpoint is accepted only
 if it equals ``gpt_neox.embed_in.weight`` exactly (it then fills nothing), otherwise loading fails.
 
-HF's ``_keys_to_ignore_on_load_unexpected`` buffers (``attention.bias``/``attention.masked_bias``, causal-mask
-constants in old checkpoints) are *not* ignored here: they are reported as unused keys, so a caller sees them.
+Constant buffers of older GPT-NeoX checkpoints (HF drops them silently through
+``_keys_to_ignore_on_load_unexpected`` or non-persistent buffers) are accepted only after a check, since they
+fill no parameter: ``attention.bias`` must be the lower-triangular causal mask, ``attention.masked_bias`` a
+scalar, and ``attention.rotary_emb.inv_freq`` must equal the inverse frequencies recomputed from
+``rotary_pct``/``rotary_emb_base`` (which cross-checks the config). Anything else is an unused key.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 
 import flax.nnx as nnx
@@ -91,6 +95,30 @@ def transforms(cfg: PythiaConfig) -> dict[str, hub.Transform]:
     }
 
 
+def _causal_mask_buffer(arr: np.ndarray, tensors: Mapping[str, np.ndarray]) -> str | None:
+    m = arr.shape[-1]
+    ok = arr.size == m * m and np.array_equal(arr.reshape(m, m).astype(bool), np.tril(np.ones((m, m), bool)))
+    return None if ok else "not a lower-triangular causal mask"
+
+
+def _scalar_buffer(arr: np.ndarray, tensors: Mapping[str, np.ndarray]) -> str | None:
+    return None if arr.size == 1 else f"expected a scalar, got shape {arr.shape}"
+
+
+def extras(cfg: PythiaConfig) -> list[hub.Extra]:
+    """HF keys accepted without filling a parameter, each with its check (see the module docstring)."""
+    r = cfg.rotary_dim
+    inv_freq = 1.0 / np.float64(cfg.rotary_emb_base) ** (np.arange(0, r, 2, dtype=np.float64) / r)
+    found = [
+        (r"gpt_neox\.layers\.\d+\.attention\.bias", _causal_mask_buffer),
+        (r"gpt_neox\.layers\.\d+\.attention\.masked_bias", _scalar_buffer),
+        (r"gpt_neox\.(layers\.\d+\.attention\.)?rotary_emb\.inv_freq", hub.equals(inv_freq)),
+    ]
+    if cfg.tie_word_embeddings:
+        found.append((re.escape("embed_out.weight"), hub.tied_to("gpt_neox.embed_in.weight")))
+    return found
+
+
 def load(cfg: PythiaConfig, tensors: Mapping[str, np.ndarray]) -> PythiaModel:
     """A :class:`PythiaModel` filled from HF tensors.
 
@@ -98,7 +126,6 @@ def load(cfg: PythiaConfig, tensors: Mapping[str, np.ndarray]) -> PythiaModel:
         hub.ConversionError: one error listing every unused key, unfilled parameter and shape mismatch.
     """
     abstract = nnx.eval_shape(lambda: PythiaModel(cfg, rngs=nnx.Rngs(0)))
-    tied = {"embed_out.weight": "gpt_neox.embed_in.weight"} if cfg.tie_word_embeddings else None
     return hub.load_into(
         abstract,
         tensors,
@@ -106,7 +133,7 @@ def load(cfg: PythiaConfig, tensors: Mapping[str, np.ndarray]) -> PythiaModel:
         transforms(cfg),
         num_layers=cfg.num_hidden_layers,
         scan=cfg.scan_layers,
-        tied=tied,
+        extras=extras(cfg),
     )
 
 

@@ -4,11 +4,13 @@ HF keys live under ``model.`` except ``lm_head.weight``. Linear weights are tran
 kernel ``[in, out]``); biases, norm scales and the embedding copy as they are.
 
 Tied embeddings: no ``lm_head.weight`` is expected; one present in a tied checkpoint is accepted only if it
-equals ``model.embed_tokens.weight`` exactly (it then fills nothing), otherwise loading fails.
+equals ``model.embed_tokens.weight`` exactly (it then fills nothing), otherwise loading fails. A stored RoPE
+``inv_freq`` buffer (older checkpoints) is accepted only if it equals the value recomputed from ``rope_theta``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import flax.nnx as nnx
@@ -44,6 +46,16 @@ def rules(cfg: QwenConfig) -> list[hub.Rule]:
     return table
 
 
+def extras(cfg: QwenConfig) -> list[hub.Extra]:
+    """HF keys accepted without filling a parameter, each with its check (see the module docstring)."""
+    h = cfg.head_size
+    inv_freq = 1.0 / np.float64(cfg.rope_theta) ** (np.arange(0, h, 2, dtype=np.float64) / h)
+    found = [(r"model\.(layers\.\d+\.self_attn\.)?rotary_emb\.inv_freq", hub.equals(inv_freq))]
+    if cfg.tie_word_embeddings:
+        found.append((re.escape("lm_head.weight"), hub.tied_to("model.embed_tokens.weight")))
+    return found
+
+
 def load(cfg: QwenConfig, tensors: Mapping[str, np.ndarray]) -> QwenModel:
     """A :class:`QwenModel` filled from HF tensors.
 
@@ -51,9 +63,14 @@ def load(cfg: QwenConfig, tensors: Mapping[str, np.ndarray]) -> QwenModel:
         hub.ConversionError: one error listing every unused key, unfilled parameter and shape mismatch.
     """
     abstract = nnx.eval_shape(lambda: QwenModel(cfg, rngs=nnx.Rngs(0)))
-    tied = {"lm_head.weight": "model.embed_tokens.weight"} if cfg.tie_word_embeddings else None
     return hub.load_into(
-        abstract, tensors, rules(cfg), TRANSFORMS, num_layers=cfg.num_hidden_layers, scan=cfg.scan_layers, tied=tied
+        abstract,
+        tensors,
+        rules(cfg),
+        TRANSFORMS,
+        num_layers=cfg.num_hidden_layers,
+        scan=cfg.scan_layers,
+        extras=extras(cfg),
     )
 
 
