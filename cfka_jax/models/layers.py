@@ -142,26 +142,35 @@ class StepContext:
 def step_mask(
     batch_size: int,
     seq_len: int,
-    attention_mask_BS: Int[Array, "B S"] | None,
+    attention_mask: Int[Array, "B S"] | Int[Array, "B T"] | None,
     cache: KVCache | None,
 ) -> tuple[Bool[Array, "B S T"], Int[Array, " B"] | None, KVCache | None]:
     """Slot-causal padding mask for one call, plus the cache write index and the cache with updated bookkeeping.
 
+    Args:
+        attention_mask: 1 keep / 0 pad. Shape ``[B, S]`` marks the new tokens (earlier cache slots keep the
+            validity they were written with). With a cache it may instead be ``[B, T]`` over all cache slots
+            (HF ``generate`` style), which then replaces the recorded validity; slots not yet written stay
+            invalid either way. When S == T both readings coincide.
+
     Returns:
         ``(mask_BST, write_index_B, cache)``: ``mask[b, s, t] = valid[b, t] and t <= start[b] + s`` where
         ``start`` is 0 without a cache (then T = S) and ``cache.end_index`` with one (then T = cache length).
-        The returned cache has the new tokens' validity recorded and ``end_index`` advanced by S; its k/v are
-        filled by the layers.
+        The returned cache has the validity recorded and ``end_index`` advanced by S; the layers fill its k/v.
     """
-    keep_BS = (
-        jnp.ones((batch_size, seq_len), bool) if attention_mask_BS is None else attention_mask_BS.astype(bool)
-    )
+    given = None if attention_mask is None else attention_mask.astype(bool)
     start_B = jnp.zeros((batch_size,), jnp.int32) if cache is None else cache.end_index
     q_slot_BS = start_B[:, None] + jnp.arange(seq_len, dtype=jnp.int32)[None, :]
     if cache is None:
-        valid_BT, write_index = keep_BS, None
+        valid_BT, write_index = (jnp.ones((batch_size, seq_len), bool) if given is None else given), None
     else:
-        valid_BT = write_rows(cache.valid, keep_BS, cache.end_index)
+        k_slot_T = jnp.arange(cache.valid.shape[1], dtype=jnp.int32)
+        written_BT = k_slot_T[None, :] < (cache.end_index + seq_len)[:, None]
+        if given is not None and given.shape[1] == cache.valid.shape[1] and seq_len != given.shape[1]:
+            valid_BT = given & written_BT
+        else:
+            keep_BS = jnp.ones((batch_size, seq_len), bool) if given is None else given
+            valid_BT = write_rows(cache.valid, keep_BS, cache.end_index) & written_BT
         write_index = cache.end_index
         cache = cache.replace(valid=valid_BT, end_index=cache.end_index + seq_len)
     k_slot_T = jnp.arange(valid_BT.shape[1], dtype=jnp.int32)
@@ -304,9 +313,13 @@ def forward_decoder(
     """The decoder skeleton both families share: embed, blocks, final norm, LM head (logits in float32).
 
     ``attention_mask_BT`` marks the tokens of this call (they become keys T); with a cache, earlier keys keep
-    the validity they were written with. Default positions are ``arange(S)`` offset by ``cache.end_index``.
+    the validity they were written with, or a ``[B, T_cache]`` mask may cover every slot (see :func:`step_mask`).
+    Default positions are ``arange(S)`` offset by ``cache.end_index``. A call that would write past the end of
+    the cache gets NaN logits in the overflowing rows (XLA clamps the write, which would otherwise silently
+    overwrite the last slots).
     """
     b, s = tokens_BS.shape
+    overflow_B = None if cache is None else cache.end_index + s > cache.valid.shape[1]
     if positions_BS is None:
         positions_BS = default_positions(b, s, cache)
     mask_BST, write_index, cache = step_mask(b, s, attention_mask_BT, cache)
@@ -316,10 +329,12 @@ def forward_decoder(
     h_BSD, outs, probs, k, v = apply_layers(layers, x_BSD, ctx, cache, scan=scan, remat=remat)
     final_BSD = final_norm(h_BSD)
     hidden = (x_BSD, *outs[:-1], final_BSD) if return_hidden else None
+    logits_BSV = head(final_BSD).astype(F32)
     if cache is not None:
         cache = cache.replace(k=k, v=v)
+        logits_BSV = jnp.where(overflow_B[:, None, None], jnp.nan, logits_BSV)
     return ModelOutput(
-        logits=head(final_BSD).astype(F32),
+        logits=logits_BSV,
         final_hidden=final_BSD,
         hidden_states=hidden,
         attentions=probs,

@@ -8,6 +8,7 @@ import pytest
 from cfka_jax.models import layers
 from cfka_jax.models.outputs import KVCache
 from tests import tolerances
+from tests.models import forward
 
 B, S, N, K, H = 2, 7, 6, 2, 10
 
@@ -138,3 +139,29 @@ def test_norms_match_torch(key):
         torch.tensor(np.asarray(x)), (13,), torch.tensor(np.asarray(scale)), torch.tensor(np.asarray(bias)), 1e-5
     )
     np.testing.assert_allclose(layers.layer_norm(x, scale, bias, 1e-5), t.numpy(), atol=tolerances.F32_OP_ATOL)
+
+
+def test_step_mask_accepts_a_mask_over_all_cache_slots():
+    cache = KVCache.zeros(1, 2, 6, K, H)
+    _, _, cache = layers.step_mask(2, 3, jnp.asarray([[1, 1, 1], [0, 1, 1]]), cache)
+    by_new, _, c1 = layers.step_mask(2, 1, jnp.ones((2, 1), jnp.int32), cache)
+    by_all, _, c2 = layers.step_mask(2, 1, jnp.asarray([[1, 1, 1, 1, 0, 0], [0, 1, 1, 1, 0, 0]]), cache)
+    np.testing.assert_array_equal(by_new, by_all)
+    np.testing.assert_array_equal(c1.valid, c2.valid)
+    np.testing.assert_array_equal(c2.valid, [[1, 1, 1, 1, 0, 0], [0, 1, 1, 1, 0, 0]])
+
+
+def test_cache_overflow_gives_nan_logits():
+    import flax.nnx as nnx
+
+    from cfka_jax.models import QwenConfig, QwenModel
+
+    cfg = QwenConfig(
+        model_type="qwen2", vocab_size=11, hidden_size=12, intermediate_size=7, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1,
+    )
+    model = QwenModel(cfg, rngs=nnx.Rngs(0))
+    ok = forward(model, np.zeros((1, 3), np.int32), cache=model.init_cache(1, 4))
+    assert np.isfinite(np.asarray(ok.logits)).all()
+    over = forward(model, np.zeros((1, 2), np.int32), cache=ok.cache)
+    assert np.isnan(np.asarray(over.logits)).all()
