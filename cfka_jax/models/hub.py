@@ -148,6 +148,18 @@ def _dotted(path: Path) -> str:
     return ".".join(str(p) for p in path)
 
 
+def _to_nnx(key: str, arr: np.ndarray, slot: _Slot, spec, transforms: Mapping[str, Transform]):
+    """``(value, None)`` with the transformed, dtype-cast tensor, or ``(None, message)`` on a shape mismatch."""
+    want = tuple(spec.shape if slot.layer is None else spec.shape[1:])
+    try:
+        value = np.asarray(transforms[slot.transform][0](arr))
+    except (ValueError, IndexError) as e:
+        return None, f"{key}: shape {arr.shape} does not fit {_dotted(slot.path)} {want} ({e})"
+    if value.shape != want:
+        return None, f"{key}: shape {arr.shape} -> {value.shape}, expected {want} for {_dotted(slot.path)}"
+    return value.astype(spec.dtype), None
+
+
 def load_into(
     abstract_model: nnx.Module,
     tensors: Mapping[str, np.ndarray],
@@ -180,17 +192,11 @@ def load_into(
             if problem is not None:
                 unused.append(key + (f" ({problem})" if problem else ""))
             continue
-        spec = target[slot.path]
-        want = spec.shape if slot.layer is None else spec.shape[1:]
-        try:
-            value = np.asarray(transforms[slot.transform][0](arr))
-        except (ValueError, IndexError) as e:
-            mismatched.append(f"{key}: shape {arr.shape} does not fit {_dotted(slot.path)} {want} ({e})")
-            continue
-        if value.shape != tuple(want):
-            mismatched.append(f"{key}: shape {arr.shape} -> {value.shape}, expected {want} for {_dotted(slot.path)}")
-            continue
-        pieces[(slot.path, slot.layer)] = value.astype(spec.dtype)
+        value, problem = _to_nnx(key, arr, slot, target[slot.path], transforms)
+        if problem:
+            mismatched.append(problem)
+        else:
+            pieces[(slot.path, slot.layer)] = value
     unfilled = [f"{k} -> {_dotted(s.path)}" for k, s in plan.items() if k not in tensors]
     unfilled += [f"{_dotted(p)} (no table rule)" for p in target if p not in {s.path for s in plan.values()}]
     if unused or unfilled or mismatched:
@@ -229,7 +235,8 @@ def equals(expected: np.ndarray) -> Callable[[np.ndarray, Mapping[str, np.ndarra
 
 def _report(unused: list[str], unfilled: list[str], mismatched: list[str]) -> str:
     lines = ["checkpoint does not match the model:"]
-    for title, items in (("unused HF keys", unused), ("unfilled parameters", unfilled), ("shape mismatches", mismatched)):
+    sections = (("unused HF keys", unused), ("unfilled parameters", unfilled), ("shape mismatches", mismatched))
+    for title, items in sections:
         if items:
             lines.append(f"{title} ({len(items)}):")
             lines += [f"  {item}" for item in items]

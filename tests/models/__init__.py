@@ -51,7 +51,8 @@ def forward(model: nnx.Module, tokens_BS, **kwargs) -> ModelOutput:
     """
     graphdef, state = nnx.split(model)
     static = tuple(sorted((k, v) for k, v in kwargs.items() if isinstance(v, bool)))
-    arrays = {k: (jnp.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items() if not isinstance(v, bool)}
+    arrays = {k: v for k, v in kwargs.items() if not isinstance(v, bool)}
+    arrays = {k: jnp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in arrays.items()}
     with jax.default_matmul_precision("float32"):
         return _runner(graphdef, static)(state, jnp.asarray(tokens_BS, jnp.int32), arrays)
 

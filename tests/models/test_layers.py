@@ -75,8 +75,10 @@ def test_norms_match_formulas(key):
     xn, sn, bn = (np.asarray(a, np.float64) for a in (x, scale, bias))
     ln = (xn - xn.mean(-1, keepdims=True)) / np.sqrt(xn.var(-1, keepdims=True) + 1e-5) * sn + bn
     rms = xn / np.sqrt((xn**2).mean(-1, keepdims=True) + 1e-6) * sn
-    np.testing.assert_allclose(jax.jit(layers.layer_norm, static_argnums=3)(x, scale, bias, 1e-5), ln, atol=tolerances.F32_OP_ATOL)
-    np.testing.assert_allclose(jax.jit(layers.rms_norm, static_argnums=2)(x, scale, 1e-6), rms, atol=tolerances.F32_OP_ATOL)
+    got_ln = jax.jit(layers.layer_norm, static_argnums=3)(x, scale, bias, 1e-5)
+    got_rms = jax.jit(layers.rms_norm, static_argnums=2)(x, scale, 1e-6)
+    np.testing.assert_allclose(got_ln, ln, atol=tolerances.F32_OP_ATOL)
+    np.testing.assert_allclose(got_rms, rms, atol=tolerances.F32_OP_ATOL)
 
 
 def _attention_reference(q, k, v, mask):
@@ -100,8 +102,9 @@ def test_gqa_attention_matches_repeated_kv_reference(key):
     rows = np.ones((B, S), bool)
     rows[1, :2] = False  # fully masked padding queries are arbitrary (uniform here), skip them
     np.testing.assert_allclose(np.asarray(out)[rows], want_out[rows], atol=tolerances.F32_OP_ATOL)
+    by_query = (0, 2, 1, 3)
     np.testing.assert_allclose(
-        np.transpose(probs, (0, 2, 1, 3))[rows], np.transpose(want_probs, (0, 2, 1, 3))[rows], atol=tolerances.F32_OP_ATOL
+        np.transpose(probs, by_query)[rows], np.transpose(want_probs, by_query)[rows], atol=tolerances.F32_OP_ATOL
     )
     assert np.isfinite(np.asarray(out)).all()
 

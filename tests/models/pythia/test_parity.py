@@ -27,7 +27,8 @@ def case(request, tmp_path_factory):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     path = tmp_path_factory.mktemp(request.param)
-    return Case(request.param, GPTNeoXConfig, GPTNeoXForCausalLM, dict(CASES[request.param], max_position_embeddings=64), path, 7)
+    kwargs = dict(CASES[request.param], max_position_embeddings=64)
+    return Case(request.param, GPTNeoXConfig, GPTNeoXForCausalLM, kwargs, path, 7)
 
 
 class TestPythiaParity(ParitySuite):
