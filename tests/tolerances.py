@@ -13,3 +13,5 @@ F32_OP_ATOL = 1e-5
 F32_MODEL_ATOL = 1e-4
 # bf16 parameters with fp32 softmax/loss: bf16 has 8 mantissa bits (~4e-3 relative).
 BF16_MODEL_ATOL = 5e-2
+# float64 SGD/flow identities that hold to O(step²) per step: checked at small steps, relative.
+F64_FLOW_RTOL = 1e-8

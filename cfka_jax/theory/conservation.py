@@ -41,4 +41,4 @@ def quoted_quantity(params: YZParams, world: FactWorld, eta_y, eta_z) -> Float[A
 
 def relative_drift(traj: Float[Array, "R M"], scale: Float[Array, "R M"]) -> Float[Array, ""]:
     """max_{t,s} |q_s(t) − q_s(0)| / max_{t,s} |scale_s(t)|: drift of a monitored quantity relative to its terms."""
-    return jnp.max(jnp.abs(traj - traj[0])) / jnp.max(jnp.abs(scale))
+    return jnp.max(jnp.abs(traj - traj[0:1])) / jnp.max(jnp.abs(scale))

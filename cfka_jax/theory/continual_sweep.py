@@ -133,13 +133,17 @@ _theory_vmapped = jax.jit(jax.vmap(_theory_point, in_axes=(None, None, None, 0, 
 
 
 def run_grid(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, key) -> tuple[Float[Array, "P M M"], Trace]:
-    """All P = |k| · |α| · seeds runs in one ``jit(vmap(run_cpt))`` call; run p = g · seeds + seed."""
+    """All P = G · seeds runs of the G grid points in ``theory`` in one ``jit(vmap(run_cpt))`` call.
+
+    Run p = g · seeds + seed. ``theory`` may be a slice of ``theory_grid(worlds, spec)`` (chunked sweeps).
+    """
     fisher = diagonal_fisher(pretrained(worlds), worlds.old)
     replay = replay_joint(worlds, spec.replay)
     reps = lambda x: jnp.repeat(x, spec.num_seeds, axis=0)
-    keys = jax.random.split(key, spec.num_runs)
+    num_runs = theory.k.shape[0] * spec.num_seeds
+    keys = jax.random.split(key, num_runs)
     start = reps(theory.Y) if spec.start == "optimum" else jnp.broadcast_to(pretrained(worlds).Y,
-                                                                             (spec.num_runs,) + theory.Y.shape[1:])
+                                                                             (num_runs,) + theory.Y.shape[1:])
 
     return _runs_vmapped(worlds, fisher, replay, reps(theory.k), reps(theory.alpha), reps(theory.eta), start, keys,
                          spec.sgd)

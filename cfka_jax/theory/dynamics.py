@@ -84,6 +84,11 @@ def spectrum(K: Float[Array, "N N"], *, rtol: float | None = None) -> Spectrum:
     return Spectrum(evals, evecs, evals > tol * jnp.max(evals))
 
 
+def _lift(v: Float[Array, " N"], t: Float[Array, "*R 1"]) -> Float[Array, "*R N"]:
+    """Reshapes a vector to broadcast against time arrays with explicit rank (no implicit rank promotion)."""
+    return v.reshape((1,) * (t.ndim - 1) + v.shape)
+
+
 def error_evolution(K, e0, eta_y, *, mode: str = "gd") -> Callable[[jax.Array], jax.Array]:
     """Factory for the mean error trajectory e(t) of the linearised dynamics.
 
@@ -104,8 +109,9 @@ def error_evolution(K, e0, eta_y, *, mode: str = "gd") -> Callable[[jax.Array], 
 
     def predict(t):
         t = jnp.asarray(t, e0.dtype)[..., None]
-        decay = jnp.exp(-eta_y * lam * t) if mode == "flow" else (1.0 - eta_y * lam) ** t
-        return (decay * c0) @ spec.evecs.T
+        lam_t, c0_t = _lift(lam, t), _lift(c0, t)
+        decay = jnp.exp(-eta_y * lam_t * t) if mode == "flow" else (1.0 - eta_y * lam_t) ** t
+        return (decay * c0_t) @ spec.evecs.T
 
     return predict
 
@@ -130,7 +136,7 @@ def error_covariance(K, eta_y, batch_size: int):
 
     def cov(t):
         var = jnp.where(spec.positive, (eta_y**2 / batch_size) * lam * (1.0 - rho2**t) / safe, 0.0)
-        return (spec.evecs * var) @ spec.evecs.T
+        return (spec.evecs * var[None, :]) @ spec.evecs.T
 
     return cov
 
@@ -139,7 +145,7 @@ def stationary_covariance(K, eta_y, batch_size: int):
     """Σ solving Σ = (I − η K) Σ (I − η K)ᵀ + (η²/n) K: per positive eigenvalue λ, variance η / (n (2 − ηλ))."""
     spec = spectrum(K)
     var = jnp.where(spec.positive, eta_y / (batch_size * (2.0 - eta_y * spec.evals)), 0.0)
-    return (spec.evecs * var) @ spec.evecs.T
+    return (spec.evecs * var[None, :]) @ spec.evecs.T
 
 
 class TokenBlock(NamedTuple):
@@ -154,7 +160,7 @@ def token_block(world: FactWorld, z: Float[Array, " M"], s: int) -> TokenBlock:
     """H̃_s, δ̄_s and z_s for context token s, from the Bayes posterior of every context."""
     post = world.joint / jnp.sum(world.joint, axis=-1, keepdims=True)
     h_COO = jax.vmap(lambda p: jnp.diag(p) - jnp.outer(p, p))(post)
-    w_C = jnp.sum(world.joint, axis=-1) * jnp.any(world.contexts == s, axis=-1)
+    w_C = jnp.sum(world.joint, axis=-1) * jnp.any(world.contexts == s, axis=-1).astype(world.joint.dtype)
     delta = jnp.sum(w_C)
     return TokenBlock(jnp.einsum("c,cij->ij", w_C, h_COO) / delta, delta, z[s])
 
@@ -173,6 +179,6 @@ def token_error_evolution(block: TokenBlock, e0_s, eta_y, *, z_power: int = 2):
 
     def predict(t):
         t = jnp.asarray(t, e0_s.dtype)[..., None]
-        return ((1.0 - rate) ** t * c0) @ evecs.T
+        return ((1.0 - _lift(rate, t)) ** t * _lift(c0, t)) @ evecs.T
 
     return predict

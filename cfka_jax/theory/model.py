@@ -66,16 +66,27 @@ def raw_to_yz(raw: RawParams) -> YZParams:
     return YZParams(Y, Z)
 
 
+def _one_hot(tokens_BL: Int[Array, "B L"], vocab_size: int, dtype) -> Float[Array, "B L M"]:
+    return jax.nn.one_hot(tokens_BL, vocab_size, dtype=dtype)
+
+
 def attention_weights(Z: Float[Array, "M M"], tokens_BL: Int[Array, "B L"]) -> Float[Array, "B L"]:
-    """z_{x_l} = Z[x_l, q]: linear attention from the query (last token) to every context token."""
-    return Z[tokens_BL, tokens_BL[:, -1:]]
+    """z_{x_l} = Z[x_l, q]: linear attention from the query (last token) to every context token.
+
+    Written as one-hot contractions rather than gathers: the gradient is then a dense matmul instead of a
+    scatter-add, which keeps ``vmap`` over many configurations fast on CPU.
+    """
+    x_BLM = _one_hot(tokens_BL, Z.shape[0], Z.dtype)
+    zq_BM = jnp.einsum("mn,bn->bm", Z, x_BLM[:, -1])  # column q of Z for each sample
+    return jnp.einsum("blm,bm->bl", x_BLM, zq_BM)
 
 
 def yz_logits(params: YZParams, tokens_BL: Int[Array, "B L"], objects_O: Int[Array, " O"]) -> Float[Array, "B O"]:
-    """logit(o | X) = Σ_l Z[x_l, q] · Y[o, x_l] over the object set."""
-    z_BL = attention_weights(params.Z, tokens_BL)
-    y_BLO = params.Y[objects_O[None, None, :], tokens_BL[:, :, None]]
-    return jnp.einsum("bl,blo->bo", z_BL, y_BLO)
+    """logit(o | X) = Σ_l Z[x_l, q] · Y[o, x_l] = (Σ_l z_{x_l} x_l)ᵀ Y[o, :] over the object set."""
+    x_BLM = _one_hot(tokens_BL, params.Y.shape[0], params.Y.dtype)
+    z_BL = jnp.einsum("blm,bm->bl", x_BLM, jnp.einsum("mn,bn->bm", params.Z, x_BLM[:, -1]))
+    mass_BM = jnp.einsum("bl,blm->bm", z_BL, x_BLM)  # attention mass on each token type
+    return jnp.einsum("bm,om->bo", mass_BM, params.Y[objects_O])
 
 
 def raw_logits(raw: RawParams, tokens_BL: Int[Array, "B L"], objects_O: Int[Array, " O"]) -> Float[Array, "B O"]:

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from cfka_jax.theory.model import YZParams, yz_loss
-from cfka_jax.theory.world import FactWorld, full_batch, sample_batch
+from cfka_jax.theory.world import FactWorld, full_batch, sample_batch, sample_counts
 
 Observe = Callable[[YZParams], Any]
 
@@ -71,6 +71,15 @@ def population_grad(params: YZParams, world: FactWorld) -> YZParams:
     return yz_grad(params, world, *full_batch(world))
 
 
+def minibatch(world: FactWorld, key, batch_size: int | None):
+    """(tokens, targets) of one step: the population, counts over the contexts (C ≤ B), or B samples."""
+    if batch_size is None:
+        return full_batch(world)
+    if world.contexts.shape[0] <= batch_size:
+        return world.contexts, sample_counts(world, key, batch_size)
+    return sample_batch(world, key, batch_size)
+
+
 def sgd_step(params: YZParams, grad: YZParams, rates: Rates) -> YZParams:
     """One per-block SGD update."""
     return YZParams(params.Y - rates.eta_y * grad.Y, params.Z - rates.eta_z * grad.Z)
@@ -110,8 +119,7 @@ def train_sgd(params: YZParams, world: FactWorld, key, rates: Rates, *, cfg: SGD
     """
 
     def step(p, k):
-        batch = full_batch(world) if cfg.batch_size is None else sample_batch(world, k, cfg.batch_size)
-        return sgd_step(p, yz_grad(p, world, *batch), rates)
+        return sgd_step(p, yz_grad(p, world, *minibatch(world, k, cfg.batch_size)), rates)
 
     return scan_logged(step, params, jax.random.split(key, cfg.steps), cfg=cfg, observe=observe)
 
