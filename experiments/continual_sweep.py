@@ -1,0 +1,237 @@
+"""`cfka sweep`: continual training of the theory model over EWC strength k × new-data fraction α × seeds.
+
+Reproduces the sweep of issue 6 (spec cfka_stoc.md §2.7, §2.9): CPT of the old/new fact worlds of
+``cfka_jax/theory/continual.py`` (Z fixed, PT converged), every (k, α) with its exact convergence point and
+linearised predictions (``theory/continual_sweep.py``). Writes ``sweep.csv`` (one row per (k, α): measured vs
+predicted old/new-fact probability, distance to the convergence point, probe-column fluctuation),
+``config.json`` and three plots: ``sweep_trajectories.png``, ``sweep_distance_vs_k.png``,
+``sweep_amplitude_vs_alpha.png``.
+
+    cfka sweep --ks 0,0.1,1,10 --alphas 0.5,0.67,0.8,0.9,1 --seeds 16 --steps 4000 --out runs/sweep
+    cfka sweep --config grid.toml            (keys = SweepConfig fields; command-line flags override the file)
+    python -m experiments.continual_sweep --help
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """Everything a sweep run depends on (saved as config.json next to the results).
+
+    Attributes:
+      out: output directory.
+      ks, alphas, num_seeds, steps, log_every, batch_size, eta_y, replay, start: see ``SweepSpec``
+        (batch_size 0 means population gradient descent).
+      world_seed: seed of the old/new fact worlds (``ContinualConfig.seed``); smoothing: their ε.
+      chunk_runs: at most this many runs per jitted call (the progress bar advances per chunk).
+      seed: PRNG seed of the minibatches.
+      x64: run in float64 (inside a context manager; the process-wide setting is untouched).
+    """
+
+    out: str = "runs/sweep"
+    ks: tuple[float, ...] = (0.0, 0.1, 1.0, 10.0)
+    alphas: tuple[float, ...] = (0.5, 0.67, 0.8, 0.9, 1.0)
+    num_seeds: int = 16
+    steps: int = 4000
+    log_every: int = 100
+    batch_size: int = 16
+    eta_y: float = 0.5
+    replay: str = "true"
+    start: str = "pt"
+    world_seed: int = 0
+    smoothing: float = 0.1
+    chunk_runs: int = 256
+    seed: int = 0
+    x64: bool = True
+
+    def __post_init__(self):
+        if self.chunk_runs < self.num_seeds:
+            raise ValueError(f"chunk_runs={self.chunk_runs} must hold at least one grid point ({self.num_seeds} seeds)")
+        self.spec()  # validates the grid
+
+    def spec(self):
+        from cfka_jax.theory.continual_sweep import SweepSpec
+
+        return SweepSpec(ks=tuple(self.ks), alphas=tuple(self.alphas), num_seeds=self.num_seeds, steps=self.steps,
+                         log_every=self.log_every, batch_size=self.batch_size or None, eta_y=self.eta_y,
+                         replay=self.replay, start=self.start)
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x.strip())
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cfka sweep", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", help="TOML or JSON file with SweepConfig fields")
+    p.add_argument("--out")
+    p.add_argument("--ks", type=_floats, help="comma-separated EWC strengths, e.g. 0,0.1,1")
+    p.add_argument("--alphas", type=_floats, help="comma-separated new-data fractions in (0, 1]")
+    p.add_argument("--seeds", dest="num_seeds", type=int)
+    p.add_argument("--steps", type=int)
+    p.add_argument("--log-every", dest="log_every", type=int)
+    p.add_argument("--batch-size", dest="batch_size", type=int, help="0 = population gradient descent")
+    p.add_argument("--eta", dest="eta_y", type=float)
+    p.add_argument("--replay", choices=("true", "generative"))
+    p.add_argument("--start", choices=("pt", "optimum"))
+    p.add_argument("--world-seed", dest="world_seed", type=int)
+    p.add_argument("--smoothing", type=float)
+    p.add_argument("--chunk-runs", dest="chunk_runs", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--float32", dest="x64", action="store_false", default=None)
+    return p
+
+
+def load_config(argv: list[str]) -> SweepConfig:
+    """Defaults ← config file (TOML/JSON) ← command-line flags."""
+    args = vars(_parser().parse_args(argv))
+    fields = {}
+    path = args.pop("config")
+    if path:
+        text = pathlib.Path(path).read_text()
+        if path.endswith(".toml"):
+            import tomllib
+
+            fields.update(tomllib.loads(text))
+        else:
+            fields.update(json.loads(text))
+    fields.update({k: v for k, v in args.items() if v is not None})
+    unknown = set(fields) - {f.name for f in dataclasses.fields(SweepConfig)}
+    if unknown:
+        raise ValueError(f"unknown sweep config keys: {sorted(unknown)}")
+    for name in ("ks", "alphas"):
+        if name in fields:
+            fields[name] = tuple(float(x) for x in fields[name])
+    return SweepConfig(**fields)
+
+
+def run_sweep(cfg: SweepConfig):
+    """Theory for every (k, α), then the runs in chunks with a progress bar. Returns (worlds, theory, Y, trace)."""
+    import jax
+    from tqdm import tqdm
+
+    from cfka_jax.theory.continual import ContinualConfig, make_continual_worlds
+    from cfka_jax.theory.continual_sweep import run_grid, theory_grid
+
+    spec = cfg.spec()
+    worlds = make_continual_worlds(ContinualConfig(smoothing=cfg.smoothing, seed=cfg.world_seed))
+    theory = theory_grid(worlds, spec)
+    per_chunk = max(1, cfg.chunk_runs // cfg.num_seeds)
+    num_points = theory.k.shape[0]
+    finals, traces = [], []
+    with tqdm(total=spec.num_runs, desc="cfka sweep", unit="run", file=sys.stderr) as bar:
+        for i, g0 in enumerate(range(0, num_points, per_chunk)):
+            part = jax.tree.map(lambda x: x[g0:g0 + per_chunk], theory)
+            Y, trace = run_grid(worlds, spec, part, jax.random.fold_in(jax.random.key(cfg.seed), i))
+            finals.append(np.asarray(Y))
+            traces.append(jax.tree.map(np.asarray, trace))
+            bar.update(part.k.shape[0] * cfg.num_seeds)
+    trace = jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *traces)
+    return worlds, theory, np.concatenate(finals, axis=0), trace
+
+
+def _mean_over_seeds(x, num_seeds):
+    return np.asarray(x).reshape(-1, num_seeds, *np.shape(x)[1:]).mean(axis=1)
+
+
+def plot_trajectories(cfg: SweepConfig, theory, trace, out: pathlib.Path):
+    """Old (solid) and new (dashed) fact probability vs step, EWC (α = 1) and replay (k = 0), theory dotted."""
+    import matplotlib.pyplot as plt
+
+    old, new = _mean_over_seeds(trace.old_prob, cfg.num_seeds), _mean_over_seeds(trace.new_prob, cfg.num_seeds)
+    t = np.arange(old.shape[1]) * cfg.log_every
+    k, a = np.asarray(theory.k), np.asarray(theory.alpha)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    panels = [(a == 1.0, "k", "EWC (α = 1): old (solid) / new (dashed) facts"),
+              (k == 0.0, "α", "Replay (k = 0): old (solid) / new (dashed) facts")]
+    for ax, (sel, name, title) in zip(axes, panels):
+        for g in np.flatnonzero(sel):
+            value = k[g] if name == "k" else a[g]
+            line, = ax.plot(t, old[g], label=f"{name} = {value:g}")
+            ax.plot(t, new[g], "--", color=line.get_color())
+            ax.axhline(float(theory.old_prob[g]), ls=":", lw=1, color=line.get_color())
+        ax.set(xlabel="CPT step t", title=title + "\n(dotted: exact convergence point, old facts)")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel(f"fact probability (mean of {cfg.num_seeds} seeds)")
+    return _save(fig, out / "sweep_trajectories.png")
+
+
+def plot_distance(cfg: SweepConfig, rows: list[dict], out: pathlib.Path):
+    """Old-fact probability at convergence minus the naive value vs k, one line per α (theory and measured)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    naive = {r["alpha"]: r for r in rows if r["k"] == 0.0}
+    base = naive.get(1.0, {}).get("old_prob_theory")
+    for alpha in sorted({r["alpha"] for r in rows}):
+        rs = sorted((r for r in rows if r["alpha"] == alpha), key=lambda r: r["k"])
+        ks = [max(r["k"], 1e-3) for r in rs]
+        ref = base if base is not None else rs[0]["old_prob_theory"]
+        line, = ax.plot(ks, [r["old_prob_theory"] - ref for r in rs], "-", label=f"α = {alpha:g} theory")
+        ax.errorbar(ks, [r["old_prob"] - ref for r in rs], yerr=[r["old_prob_se"] for r in rs], fmt="o",
+                    color=line.get_color(), ms=4)
+    ax.set(xscale="log", xlabel="EWC strength k (k = 0 drawn at 1e-3)",
+           ylabel="P_old(convergence) − P_old(naive)",
+           title="Convergence-point distance from naive vs k\n(lines: exact optimum; points: SGD mean ± s.e.)")
+    ax.legend(fontsize=7)
+    return _save(fig, out / "sweep_distance_vs_k.png")
+
+
+def plot_amplitude(cfg: SweepConfig, rows: list[dict], out: pathlib.Path):
+    """Probe-column fluctuation tr Cov(y_s) at the last step vs α, measured and predicted, per k."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for k in sorted({r["k"] for r in rows}):
+        rs = sorted((r for r in rows if r["k"] == k), key=lambda r: r["alpha"])
+        line, = ax.plot([r["alpha"] for r in rs], [r["probe_var"] for r in rs], "o", label=f"k = {k:g} measured")
+        ax.plot([r["alpha"] for r in rs], [r["probe_var_theory"] for r in rs], "-", color=line.get_color())
+    ax.set(xlabel="new-data fraction α", ylabel=f"tr Cov(y_s) over {cfg.num_seeds} seeds at t = {cfg.steps}",
+           title="Fluctuation amplitude of the probe column vs α\n(lines: linear theory, valid near the optimum)")
+    ax.legend(fontsize=7)
+    return _save(fig, out / "sweep_amplitude_vs_alpha.png")
+
+
+def _save(fig, path: pathlib.Path) -> pathlib.Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the sweep described by ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    import jax
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from cfka_jax.theory.continual_sweep import summarise, write_csv
+
+    cfg = load_config(sys.argv[1:] if argv is None else argv)
+    out = pathlib.Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+    with jax.enable_x64(cfg.x64):
+        worlds, theory, final_Y, trace = run_sweep(cfg)
+        rows = summarise(worlds, cfg.spec(), theory, final_Y, trace)
+    write_csv(rows, out / "sweep.csv")
+    for plot in (plot_distance, plot_amplitude):
+        plot(cfg, rows, out)
+    plot_trajectories(cfg, theory, trace, out)
+    print(f"{cfg.spec().num_runs} runs; results in {out}/sweep.csv and {out}/sweep_*.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
