@@ -197,6 +197,16 @@ class ParitySuite:
         out = forward(case.model, case.tokens, attention_mask_BT=case.mask, return_hidden=True, return_attn=True)
         assert_parity(out, hf_forward(case.hf, case.tokens, case.mask), rows=case.mask.astype(bool))
 
+    def test_packed_position_ids_match_hf(self, case):
+        import torch
+
+        positions = np.concatenate([np.arange(6), np.arange(SEQ_LEN - 6)])[None].repeat(2, axis=0)
+        out = forward(case.model, case.tokens, positions_BS=positions.astype(np.int32))
+        with torch.no_grad():
+            ref = case.hf(torch.tensor(case.tokens), position_ids=torch.tensor(positions)).logits.numpy()
+        assert_close(out.logits, ref, tolerances.F32_MODEL_ATOL, "logits with restarting position ids")
+        assert np.abs(np.asarray(out.logits)[:, 6:] - hf_forward(case.hf, case.tokens)[0][:, 6:]).max() > 1e-3
+
     def test_greedy_cache_decoding_matches_hf_generate(self, case):
         np.testing.assert_array_equal(case.greedy_loop(), hf_generate(case.hf, case.tokens, case.mask, NEW_TOKENS))
 

@@ -18,6 +18,7 @@ CASES = {
     "sequential_tied": dict(
         vocab_size=89, hidden_size=60, num_attention_heads=5, intermediate_size=53, num_hidden_layers=2,
         rotary_pct=0.5, rotary_emb_base=10000.0, use_parallel_residual=False, tie_word_embeddings=True,
+        attention_bias=False,
     ),
 }
 
