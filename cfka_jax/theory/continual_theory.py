@@ -10,12 +10,16 @@ What is closed form and what is computed:
   old-fact probability at convergence is (1/F) Σ_f Pr_new(o_f | X_f) — closed form (``naive_old_prob``);
 * EWC and replay: the convergence point is the minimiser of ℓ_{k,α}. For k > 0 it is unique (w > 0 everywhere
   when ε > 0); for k = 0 it is unique modulo the logit-map null space, and gradient descent keeps the null-space
-  component of its start, so the limit is the minimiser on Y_start + range(K). Neither has a closed form (the
-  α-mixture is not naive Bayes; EWC is a regularised logistic regression): ``minimise`` computes it by damped
-  Newton with a pseudo-inverse (which, like GD, never moves the null-space component), to float64 precision;
+  component of its start, so the limit is the minimiser on Y_start + range(K). For k > 0 there is no closed form
+  (a regularised logistic regression): ``minimise`` computes it by damped Newton with a pseudo-inverse (which,
+  like GD, never moves the null-space component), to float64 precision. Its first-order dependence on k is
+  closed form (``ewc_first_order_shift``); the curvature the penalty adds is bounded below by k · min_i w_i
+  (``ewc_curvature_floor``), which is where min_o w_{o,s} enters the rate;
 * the replay point satisfies the moment conditions Σ_X Pr_α(X) 1[s∈X] p(o|X) = Pr_α(s, o) ("the optimum of the
-  α-mixture statistics"); ``mixture_nb_optimum`` is the *closed-form* candidate U built from those statistics as
-  if the mixture were naive Bayes (spec §2.6) — exact only at α ∈ {0, 1};
+  α-mixture statistics"). ``mixture_nb_optimum`` is the closed form U (§2.3) built from those statistics as if
+  the mixture were naive Bayes (§2.6). It is exact whenever the mixture *is* naive Bayes — at α ∈ {0, 1}, and
+  for every α when old and new worlds differ in one slot's emissions only, as ``make_continual_worlds`` builds
+  them (Pr_α(s, r, o) = Pr(r|o) Pr_α(s, o)); it is not exact otherwise (e.g. the generative-replay proxy);
 * rates and fluctuations are exact in the linearisation at the convergence point: the error obeys
   e(t+1) = (I − η H) e(t) − η g_t with H the Hessian of ℓ_{k,α} there and g_t the zero-mean minibatch gradient
   noise with covariance G/n (G = per-sample gradient covariance, = H only at a Bayes optimum).
@@ -69,9 +73,10 @@ def minimise(worlds: ContinualWorlds, joint, Y_star, fisher, k, start, *, guess=
 
     Newton from ``guess`` (default ``start``): direction d = −H⁺ ∇ℓ, step 2⁻ʲ for the smallest j ≤ 40 with
     ℓ(Y + 2⁻ʲ d) ≤ ℓ(Y) + 10⁻⁴ 2⁻ʲ ∇ℓ·d, and full steps once the squared Newton decrement −∇ℓ·d < 10⁻⁶
-    (quadratic convergence; there ℓ differences are below rounding). For k > 0 the minimiser is unique. For k = 0 it is unique modulo the
-    logit-map null space, and GD never moves the null-space component of its start; the result's null
-    component is therefore replaced by that of ``start`` (exact: ℓ is constant along the null space).
+    (quadratic convergence; there ℓ differences are below rounding). For k > 0 the minimiser is unique. For
+    k = 0 it is unique modulo the logit-map null space, and GD never moves the null-space component of its
+    start; the result's null component is therefore replaced by that of ``start`` (exact: ℓ is constant along
+    the null space).
     A good ``guess`` (e.g. ``mixture_nb_optimum``) makes the solve a few steps.
     """
     Y = _newton(worlds, joint, Y_star, fisher, k, start if guess is None else guess, iters)
@@ -105,6 +110,16 @@ def _newton(worlds, joint, Y_star, fisher, k, Y0, iters):
 
     Y, _ = jax.lax.scan(newton, Y0, None, length=iters)
     return Y
+
+
+def ewc_curvature_floor(worlds: ContinualWorlds, fisher, k) -> Float[Array, ""]:
+    """k · min_i w_i over the active block: λ_min(H_k) ≥ this, since H_k = H_0 + k diag(w) with H_0 ⪰ 0.
+
+    In the null directions of H_0 (column shifts, slot transfers) the penalty is the only curvature, so the EWC
+    rate there is set by k times the Fisher weights along them; for one token column the floor is
+    k · min_o w_{o,s} (spec §2.7).
+    """
+    return k * jnp.min(active_block(fisher, worlds))
 
 
 class Rate(NamedTuple):

@@ -167,3 +167,18 @@ def test_world_dataclass_replace_keeps_marginals_consistent(x64):
     np.testing.assert_allclose(mixed.pr_o, worlds.new.pr_o, rtol=1e-12)
     np.testing.assert_allclose(mixed.pr_s_given_o[:num_x], worlds.new.pr_s_given_o[:num_x], rtol=1e-12)
     assert dataclasses.is_dataclass(mixed)
+
+
+def test_ewc_hessian_is_bounded_below_by_the_fisher_floor(x64):
+    worlds, theta, fisher = _setup()
+    for k in (0.1, 3.0):
+        H = ct.objective_hessian(worlds, worlds.new.joint, theta.Y, fisher, k, theta.Y)
+        floor = ct.ewc_curvature_floor(worlds, fisher, k)
+        assert float(jnp.min(jnp.linalg.eigvalsh(H))) >= float(floor) * (1 - 1e-9) > 0.0
+
+
+def test_first_ewc_step_equals_the_naive_step(x64):
+    worlds, theta, fisher = _setup()
+    A, ystar, W = cl.design(worlds), cl.active_block(theta.Y, worlds), cl.active_block(fisher, worlds)
+    naive = cl.cpt_grad(ystar, worlds.new.joint, A, ystar, W, 0.0)
+    np.testing.assert_array_equal(cl.cpt_grad(ystar, worlds.new.joint, A, ystar, W, 50.0), naive)
