@@ -1,0 +1,192 @@
+"""Tokenisation and value location (spec cfka_stoc.md §3.5; decisions §11 row 5).
+
+Two tokenizer sources, both used through the ``transformers`` fast-tokenizer call:
+
+* ``train_word_tokenizer``: a word-level tokenizer trained with the ``tokenizers`` library on the generated
+  corpus. The pre-tokenizer splits text into words and single punctuation marks, each keeping its leading
+  space (GPT-2 style: "born in New York, NY." → "born", " in", " New", " York", ",", " NY", "."), so
+  tokenising " " + value gives exactly the tokens the value has inside a sentence, and decoding (``Fuse``) is
+  lossless. Special tokens: ``<|endoftext|>`` (EOS, id 0, also the pad token) and ``<|unk|>`` (id 1). Saved
+  with ``save_pretrained`` (``tokenizer.json`` + config) and loadable as ``PreTrainedTokenizerFast``.
+* ``load_tokenizer``: any local HF tokenizer folder (``AutoTokenizer``, ``local_files_only=True``), e.g. Pythia's.
+
+Biography ids = tokenizer(bio, add_special_tokens=True, truncation=True, max_length=512) + [EOS]. Value location:
+tokenise " " + value without special tokens and take the **first** exact subsequence match in the biography ids
+(an identical earlier token run wins, as in the reference); store the start ``idx`` and exclusive end ``idx2`` per
+attribute. A missing match raises, naming the person and attribute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from cfka_jax.data.biography import Biography, Person
+from cfka_jax.data.templates import ATTRIBUTES
+
+EOS_TOKEN = "<|endoftext|>"
+UNK_TOKEN = "<|unk|>"
+WORD_PATTERN = r" ?\w+| ?[^\w\s]|\s+"
+"""Pre-tokenizer pieces: a word or one punctuation mark, each with its optional leading space; other whitespace."""
+
+
+def train_word_tokenizer(texts, folder: str | os.PathLike):
+    """Train, save and reload a word-level tokenizer on ``texts``.
+
+    Args:
+      texts: an iterable of strings (the whole corpus: every word of it enters the vocabulary).
+      folder: where ``tokenizer.json`` and the HF config files are written.
+
+    Returns:
+      The saved tokenizer reloaded from ``folder`` (``PreTrainedTokenizerFast``); EOS id 0, pad = EOS.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel(unk_token=UNK_TOKEN))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    trainer = trainers.WordLevelTrainer(vocab_size=1 << 24, min_frequency=0, show_progress=False,
+                                        special_tokens=[EOS_TOKEN, UNK_TOKEN])
+    tok.train_from_iterator(texts, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN,
+                                   unk_token=UNK_TOKEN, clean_up_tokenization_spaces=False)
+    fast.save_pretrained(os.fspath(folder))
+    return load_tokenizer(folder)
+
+
+def load_tokenizer(folder: str | os.PathLike):
+    """A local HF tokenizer folder via ``AutoTokenizer`` (no network).
+
+    Raises:
+      ValueError: the tokenizer has no EOS token.
+    """
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(os.fspath(folder), local_files_only=True)
+    if tok.eos_token_id is None:
+        raise ValueError(f"{os.fspath(folder)}: tokenizer has no eos_token")
+    return tok
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizedSplit:
+    """Tokenised biographies of one split, stored flat (CSR): document i is ``tokens[offsets[i]:offsets[i+1]]``.
+
+    Attributes:
+      tokens: all ids concatenated, int32; every document ends with EOS.
+      offsets: int64 document boundaries, length n+1.
+      pid: int32 person id per document.
+      number: int32 biography ``Number`` per document.
+      idx: int32 (n, 5) start of " " + value per attribute (``ATTRIBUTES`` order), document-relative.
+      idx2: int32 (n, 5) exclusive end.
+    """
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+    pid: np.ndarray
+    number: np.ndarray
+    idx: np.ndarray
+    idx2: np.ndarray
+
+    def __post_init__(self):
+        n = len(self.pid)
+        if self.offsets.shape != (n + 1,) or self.offsets[-1] != len(self.tokens):
+            raise ValueError(f"offsets must have {n + 1} entries ending at {len(self.tokens)}")
+        for name in ("number", "idx", "idx2"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} rows, expected {n}")
+        if self.idx.shape != (n, len(ATTRIBUTES)) or self.idx2.shape != self.idx.shape:
+            raise ValueError(f"idx/idx2 must have shape ({n}, {len(ATTRIBUTES)})")
+
+    def __len__(self) -> int:
+        return len(self.pid)
+
+    def doc(self, i: int) -> np.ndarray:
+        return self.tokens[self.offsets[i]:self.offsets[i + 1]]
+
+    def docs(self) -> list[np.ndarray]:
+        return np.split(self.tokens, self.offsets[1:-1])
+
+    def select(self, rows) -> "TokenizedSplit":
+        """The documents ``rows`` (indices), in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        docs = [self.doc(int(i)) for i in rows]
+        lens = np.array([len(d) for d in docs], dtype=np.int64)
+        return TokenizedSplit(np.concatenate(docs).astype(np.int32) if docs else np.zeros(0, np.int32),
+                              np.concatenate([[0], np.cumsum(lens)]), self.pid[rows], self.number[rows],
+                              self.idx[rows], self.idx2[rows])
+
+
+def find_first(ids: list[int], sub: list[int]) -> int:
+    """Start of the first exact occurrence of ``sub`` in ``ids``, or −1."""
+    if not sub:
+        return -1
+    first, n, m = sub[0], len(ids), len(sub)
+    start = 0
+    while True:
+        try:
+            i = ids.index(first, start, n - m + 1)
+        except ValueError:
+            return -1
+        if ids[i:i + m] == sub:
+            return i
+        start = i + 1
+
+
+def locate_values(ids: list[int], value_ids: list[list[int]], *, who: str) -> tuple[list[int], list[int]]:
+    """(idx, idx2) of each attribute's value tokens in ``ids`` by first match.
+
+    Raises:
+      ValueError: a value has no match; the message names ``who`` and the attribute.
+    """
+    idx, idx2 = [], []
+    for attr, sub in zip(ATTRIBUTES, value_ids):
+        i = find_first(ids, sub)
+        if i < 0:
+            raise ValueError(f"value of attribute {attr!r} (tokens {sub}) not found in the biography of {who}")
+        idx.append(i)
+        idx2.append(i + len(sub))
+    return idx, idx2
+
+
+def tokenize_split(bios: tuple[Biography, ...], people: tuple[Person, ...], tokenizer, *,
+                   max_length: int = 512) -> TokenizedSplit:
+    """Tokenise biographies (+ EOS) and locate their five values (module docstring).
+
+    Raises:
+      ValueError: a value is not found (e.g. cut off by ``max_length``) or the tokenizer produced unknown tokens.
+    """
+    eos = tokenizer.eos_token_id
+    enc = tokenizer([b.text for b in bios], add_special_tokens=True, truncation=True,
+                    max_length=max_length)["input_ids"] if bios else []
+    value_cache: dict[str, list[int]] = {}
+
+    def value_ids(v: str) -> list[int]:
+        if v not in value_cache:
+            value_cache[v] = list(tokenizer(" " + v, add_special_tokens=False)["input_ids"])
+        return value_cache[v]
+
+    idx, idx2 = np.zeros((len(bios), len(ATTRIBUTES)), np.int32), np.zeros((len(bios), len(ATTRIBUTES)), np.int32)
+    for r, (b, ids) in enumerate(zip(bios, enc)):
+        ids.append(eos)
+        person = people[b.pid]
+        who = f"{person.fullname!r} (pid {b.pid}, Number {b.number})"
+        idx[r], idx2[r] = locate_values(ids, [value_ids(v) for v in person.values], who=who)
+    _check_no_unk(enc, tokenizer)
+    lens = np.array([len(ids) for ids in enc], dtype=np.int64)
+    tokens = np.fromiter((t for ids in enc for t in ids), dtype=np.int32, count=int(lens.sum()))
+    return TokenizedSplit(tokens, np.concatenate([[0], np.cumsum(lens)]),
+                          np.array([b.pid for b in bios], np.int32), np.array([b.number for b in bios], np.int32),
+                          idx, idx2)
+
+
+def _check_no_unk(enc, tokenizer) -> None:
+    unk = tokenizer.unk_token_id
+    if unk is None or tokenizer.unk_token != UNK_TOKEN:
+        return  # a foreign tokenizer (byte-level BPE) has no unknown words
+    for r, ids in enumerate(enc):
+        if unk in ids:
+            raise ValueError(f"biography row {r} holds words missing from the tokenizer vocabulary")
