@@ -1,0 +1,63 @@
+"""First-token accuracy (hFTA, sFTA) and exact match (spec cfka_stoc.md §5.1, §5.2).
+
+At every position s ≥ 1 of a test chunk that holds the first token of an attribute value (``attr_BS[b, s] = a``,
+−1 elsewhere; position 0 is dropped as in the reference), the model's prediction comes from logits[b, s − 1]:
+
+    hard_a += 1[argmax_v logits = tokens[s]],     soft_a += softmax(logits)[tokens[s]]   (full vocabulary).
+
+hFTA / sFTA per attribute = sums / counts; the micro-average is Σ correct / Σ counts over attributes.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from cfka_jax.shapes import Array, Float, Int
+
+
+class FTACounts(NamedTuple):
+    """Per-attribute sums (length A): hard hits, soft probability mass, and occurrence counts."""
+
+    hard: Float[Array, " A"]
+    soft: Float[Array, " A"]
+    count: Float[Array, " A"]
+
+
+def fta_counts(logits_BSV: Float[Array, "B S V"], tokens_BS: Int[Array, "B S"], attr_BS: Int[Array, "B S"],
+               num_attrs: int) -> FTACounts:
+    """Sums for one batch of chunks (pure; jit with ``num_attrs`` static)."""
+    logits = logits_BSV[:, :-1].astype(jnp.float32)
+    target = tokens_BS[:, 1:]
+    attr = attr_BS[:, 1:]
+    hard = (jnp.argmax(logits, axis=-1) == target).astype(jnp.float32)
+    soft = jnp.take_along_axis(jax.nn.softmax(logits, axis=-1), target[..., None], axis=-1)[..., 0]
+    onehot = jax.nn.one_hot(attr, num_attrs, dtype=jnp.float32)  # rows with attr = −1 are all-zero
+    return FTACounts(jnp.einsum("bs,bsa->a", hard, onehot), jnp.einsum("bs,bsa->a", soft, onehot),
+                     jnp.sum(onehot, axis=(0, 1)))
+
+
+def add_counts(a: FTACounts, b: FTACounts) -> FTACounts:
+    return FTACounts(*(x + y for x, y in zip(a, b)))
+
+
+def summarize(counts: FTACounts, attr_names: tuple[str, ...]) -> dict[str, float]:
+    """{'hFTA/<attr>', 'sFTA/<attr>', 'hFTA', 'sFTA', 'n'}: per attribute and micro-averaged (0 if no occurrence)."""
+    hard, soft, count = (np.asarray(x, np.float64) for x in counts)
+    out: dict[str, float] = {}
+    for i, name in enumerate(attr_names):
+        out[f"hFTA/{name}"] = float(hard[i] / count[i]) if count[i] else 0.0
+        out[f"sFTA/{name}"] = float(soft[i] / count[i]) if count[i] else 0.0
+    total = count.sum()
+    out["hFTA"] = float(hard.sum() / total) if total else 0.0
+    out["sFTA"] = float(soft.sum() / total) if total else 0.0
+    out["n"] = float(total)
+    return out
+
+
+def exact_match(generation: str, answer: str) -> bool:
+    """The reference's EM test: the answer (leading space stripped) is a substring of the generation."""
+    return answer.strip() in generation

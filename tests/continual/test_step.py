@@ -1,0 +1,100 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cfka_jax.continual.ewc import ewc_penalty, fisher_batch_mean, fisher_per_example
+from cfka_jax.continual.optim import OptimConfig, decay_mask, lr_schedule, make_optimizer
+from cfka_jax.continual.step import init_state, lm_loss, make_train_step
+from tests.continual.helpers import batch, split, tiny_model
+
+CFG = OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=10)
+
+
+def _run(penalty=None, trainable=None, steps=3, data=None):
+    graphdef, params, rest = split(tiny_model())
+    tx = make_optimizer(CFG, trainable(params) if trainable else None)
+    step = make_train_step(graphdef, rest, tx, penalty=penalty)
+    state = init_state(params, tx)
+    for i in range(steps):
+        state, metrics = step(state, data or batch(i))
+    return state, metrics
+
+
+def test_schedule_warmup_then_cosine_to_min():
+    s = lr_schedule(CFG)
+    np.testing.assert_allclose([s(0), s(1), s(2), s(10), s(50)], [0.0, 5e-3, 1e-2, 1e-3, 1e-3], rtol=1e-6)
+    assert 1e-3 < float(s(6)) < 1e-2
+
+
+def test_decay_mask_skips_vectors():
+    graphdef, params, rest = split(tiny_model())
+    mask = decay_mask(params)
+    flat = jax.tree_util.tree_leaves_with_path(params)
+    for (path, leaf), m in zip(flat, jax.tree.leaves(mask)):
+        assert m == (leaf.ndim >= 2), path
+
+
+def test_training_reduces_loss():
+    graphdef, params, rest = split(tiny_model())
+    b = batch(0)
+    before = float(lm_loss(params, graphdef, rest, b)[0])
+    state, _ = _run(steps=8, data=b)
+    assert float(lm_loss(state.params, graphdef, rest, b)[0]) < before - 0.1
+
+
+def test_ewc_lambda_zero_equals_plain_step():
+    graphdef, params, rest = split(tiny_model())
+    fisher = fisher_batch_mean(params, graphdef, rest, [batch(7)], total_chunks=3)
+    plain, _ = _run()
+    ewc0, _ = _run(penalty=ewc_penalty(fisher, params, 0.0))
+    for a, b in zip(jax.tree.leaves(plain.params), jax.tree.leaves(ewc0.params)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_ewc_penalty_value_and_pull():
+    graphdef, params, rest = split(tiny_model())
+    fisher = jax.tree.map(lambda p: jnp.ones(p.shape, jnp.float32), params)
+    moved = jax.tree.map(lambda p: p + 0.1, params)
+    n = sum(p.size for p in jax.tree.leaves(params))
+    np.testing.assert_allclose(ewc_penalty(fisher, params, 4.0)(moved), 0.5 * 4.0 * 0.01 * n, rtol=1e-4)
+
+
+def test_fisher_forms_relate_for_single_row_batches():
+    """With one example per batch, B·(mean grad)² = per-example grad², so the forms agree up to N/total."""
+    graphdef, params, rest = split(tiny_model())
+    batches = [batch(i, rows=1) for i in range(3)]
+    fb = fisher_batch_mean(params, graphdef, rest, batches, total_chunks=3)
+    fp = fisher_per_example(params, graphdef, rest, batches)
+    for a, b in zip(jax.tree.leaves(fb), jax.tree.leaves(fp)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-9)
+
+
+def test_frozen_parameters_bit_identical():
+    graphdef, params0, rest = split(tiny_model())
+    trainable = lambda params: jax.tree_util.tree_map_with_path(
+        lambda path, _: "embed_tokens" not in jax.tree_util.keystr(path), params)
+    state, _ = _run(trainable=trainable)
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(state.params), jax.tree.leaves(params0)):
+        if "embed_tokens" in jax.tree_util.keystr(path):
+            np.testing.assert_array_equal(a, b)
+        else:
+            assert not np.array_equal(a, b), jax.tree_util.keystr(path)
+
+
+def test_non_finite_step_keeps_previous_state():
+    graphdef, params, rest = split(tiny_model())
+    tx = make_optimizer(CFG)
+    step = make_train_step(graphdef, rest, tx, penalty=lambda p: jnp.asarray(jnp.nan, jnp.float32))
+    state = init_state(params, tx)
+    before = jax.tree.map(np.asarray, state.params)
+    state, metrics = step(state, batch(0))
+    assert not bool(metrics["finite"]) and int(state.step) == 0
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(before)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kw", [dict(min_lr=1.0, peak_lr=0.1), dict(warmup_steps=20, total_steps=10), dict(clip_norm=0)])
+def test_optim_config_validation(kw):
+    with pytest.raises(ValueError):
+        OptimConfig(**kw)
