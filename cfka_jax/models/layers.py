@@ -239,9 +239,6 @@ def cached_attention(
 
 # ---------------------------------------------------------------------------------------------------- layer stack
 
-Block = Callable[..., tuple[Array, Any, Any]]  # block(x_BSD, ctx, kv) -> (x_BSD, kv or None, probs or None)
-
-
 def make_stacked(make_block: Callable[[nnx.Rngs], nnx.Module], num_layers: int, rngs: nnx.Rngs) -> nnx.Module:
     """Create ``num_layers`` blocks with parameters stacked on a leading L axis (for ``nnx.scan``)."""
 
@@ -259,6 +256,9 @@ def _call_block(block, x, ctx, kv):
 
 def apply_layers(layers, x_BSD, ctx: StepContext, cache: KVCache | None, *, scan: bool, remat: bool):
     """Run the blocks (an ``nnx.List`` or, with ``scan``, one stacked block) in order.
+
+    Each block is called as ``block(x_BSD, ctx, kv) -> (x_BSD, kv or None, probs or None)`` where ``kv`` is the
+    layer's ``(k_BTKH, v_BTKH)`` cache slice or None.
 
     Returns:
         ``(x_BSD, outs, probs, k_LBTKH, v_LBTKH)``: ``outs`` is the tuple of every block's output, ``probs`` the
