@@ -1,0 +1,83 @@
+"""Tokenizer training/save/load and first-match value location (§3.5)."""
+
+import numpy as np
+import pytest
+from transformers import PreTrainedTokenizerFast
+
+from cfka_jax.data.biography import Biography, Person
+from cfka_jax.data.tokenize import (EOS_TOKEN, find_first, load_tokenizer, locate_values, tokenize_split,
+                                    train_word_tokenizer)
+
+
+def test_save_load_round_trip(world, tokenizer, tmp_path):
+    assert isinstance(tokenizer, PreTrainedTokenizerFast)
+    assert tokenizer.eos_token == EOS_TOKEN and tokenizer.eos_token_id == 0 and tokenizer.pad_token_id == 0
+    again = load_tokenizer(tokenizer.name_or_path)
+    text = world.pt_train[0].text
+    ids = tokenizer(text)["input_ids"]
+    assert again(text)["input_ids"] == ids and tokenizer.decode(ids) == text  # lossless, no added specials
+    pieces = tokenizer.tokenize(text)
+    assert "".join(pieces) == text and all(len(p.strip().split()) == 1 for p in pieces)  # leading-space words
+    city, state = world.people[0].values[0].split(", ")
+    assert tokenizer.tokenize(f" {city}, {state}.")[-3:] == [",", " " + state, "."]
+    texts = [b.text for bios in world.splits.values() for b in bios]
+    retrained = train_word_tokenizer(texts, tmp_path / "tok2")
+    assert retrained.get_vocab() == tokenizer.get_vocab()  # training is deterministic
+
+
+def test_find_first_semantics():
+    ids = [5, 7, 8, 3, 7, 8, 0]
+    assert find_first(ids, [7, 8]) == 1 and find_first(ids, [8, 3]) == 2
+    assert find_first(ids, [7, 9]) == -1 and find_first(ids, [0]) == 6 and find_first(ids, [0, 1]) == -1
+    idx, idx2 = locate_values(ids, [[7, 8], [3], [0], [5], [8, 3, 7]], who="x")
+    assert idx == [1, 3, 6, 0, 2] and idx2 == [3, 4, 7, 1, 5]
+
+
+def test_split_locates_every_value(world, tokenizer):
+    split = tokenize_split(world.cpt_train, world.people, tokenizer)
+    assert len(split) == len(world.cpt_train) and split.offsets[0] == 0
+    for r, b in enumerate(world.cpt_train):
+        ids = split.doc(r)
+        assert ids[-1] == tokenizer.eos_token_id and tokenizer.unk_token_id not in ids
+        for a, value in enumerate(world.people[b.pid].values):
+            i, j = split.idx[r, a], split.idx2[r, a]
+            assert tokenizer.decode(ids[i:j]) == " " + value
+            assert list(ids[i:j]) == tokenizer(" " + value, add_special_tokens=False)["input_ids"]
+
+
+def _crafted():
+    values = ("Reno, NV", "May 3, 1950", "Law School", "Law", "Law Partners")
+    person = Person(0, "Ann B. Lee", values, True)
+    text = ("Ann B. Lee was born in Reno, NV. Ann B. Lee was born on May 3, 1950. Ann B. Lee works for Law Partners. "
+            "Ann B. Lee studied at Law School. Ann B. Lee majored in Law.")
+    return person, Biography(0, 1, text, (0, 1, 4, 2, 3), (0, 0, 0, 0, 0))
+
+
+def test_first_match_lands_on_earlier_occurrence(tmp_path):
+    person, bio = _crafted()
+    tok = train_word_tokenizer([bio.text], tmp_path / "tok")
+    split = tokenize_split((bio,), (person,), tok)
+    ids = split.doc(0)
+    pieces = tok.convert_ids_to_tokens(list(ids))
+    first_law = pieces.index(" Law")
+    # major " Law" first occurs inside " Law Partners" (company sentence), not in "majored in Law"
+    assert split.idx[0, 3] == first_law and split.idx[0, 4] == first_law
+    assert pieces[split.idx[0, 2]:split.idx2[0, 2]] == [" Law", " School"]
+    assert split.idx[0, 3] < split.idx[0, 2] and split.idx[0, 3] < len(pieces) - 3
+
+
+def test_missing_value_names_person_and_attribute(tmp_path, world, tokenizer):
+    person, bio = _crafted()
+    bad = Person(0, person.fullname, person.values[:2] + ("Yale University",) + person.values[3:], True)
+    tok = train_word_tokenizer([bio.text, "Yale University"], tmp_path / "tok")
+    with pytest.raises(ValueError, match=r"'university'.*'Ann B. Lee' \(pid 0, Number 1\)"):
+        tokenize_split((bio,), (bad,), tok)
+    with pytest.raises(ValueError, match="not found in the biography of"):  # truncation cuts values off
+        tokenize_split(world.pt_train[:1], world.people, tokenizer, max_length=10)
+
+
+def test_select_rows(world, tokenizer):
+    split = tokenize_split(world.pt_test[:6], world.people, tokenizer)
+    sub = split.select([4, 1])
+    assert np.array_equal(sub.doc(0), split.doc(4)) and np.array_equal(sub.idx[1], split.idx[1])
+    assert list(sub.pid) == [split.pid[4], split.pid[1]]
