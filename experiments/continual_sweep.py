@@ -115,7 +115,11 @@ def load_config(argv: list[str]) -> SweepConfig:
 
 
 def run_sweep(cfg: SweepConfig):
-    """Theory for every (k, α), then the runs in chunks with a progress bar. Returns (worlds, theory, Y, trace)."""
+    """Theory for every (k, α), the runs in chunks with a progress bar, and the population-GD path of every (k, α).
+
+    The GD path (same η, no minibatch noise) is the first-order prediction of the seed-averaged SGD path.
+    Returns (worlds, theory, final Y of every run, SGD trace, GD trace).
+    """
     import jax
     from tqdm import tqdm
 
@@ -136,30 +140,39 @@ def run_sweep(cfg: SweepConfig):
             traces.append(jax.tree.map(np.asarray, trace))
             bar.update(part.k.shape[0] * cfg.num_seeds)
     trace = jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *traces)
-    return worlds, theory, np.concatenate(finals, axis=0), trace
+    gd_spec = dataclasses.replace(spec, batch_size=None, num_seeds=1)
+    _, gd_trace = run_grid(worlds, gd_spec, theory, jax.random.key(cfg.seed))  # mean-field path, one per (k, α)
+    return worlds, theory, np.concatenate(finals, axis=0), trace, jax.tree.map(np.asarray, gd_trace)
 
 
 def _mean_over_seeds(x, num_seeds):
     return np.asarray(x).reshape(-1, num_seeds, *np.shape(x)[1:]).mean(axis=1)
 
 
-def plot_trajectories(cfg: SweepConfig, theory, trace, out: pathlib.Path):
-    """Old (solid) and new (dashed) fact probability vs step, EWC (α = 1) and replay (k = 0), theory dotted."""
+def plot_trajectories(cfg: SweepConfig, theory, trace, gd_trace, out: pathlib.Path):
+    """Old (solid) and new (dashed) fact probability vs step, EWC (α = 1) and replay (k = 0).
+
+    Overlaid: the population-GD path (dotted, the mean-field prediction of the SGD mean) and the exact
+    convergence point of the old-fact probability (triangle at the right edge).
+    """
     import matplotlib.pyplot as plt
 
     old, new = _mean_over_seeds(trace.old_prob, cfg.num_seeds), _mean_over_seeds(trace.new_prob, cfg.num_seeds)
     t = np.arange(old.shape[1]) * cfg.log_every
     k, a = np.asarray(theory.k), np.asarray(theory.alpha)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    panels = [(a == 1.0, "k", "EWC (α = 1): old (solid) / new (dashed) facts"),
-              (k == 0.0, "α", "Replay (k = 0): old (solid) / new (dashed) facts")]
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.8), sharey=True)
+    panels = [(a == 1.0, "k", "EWC (α = 1)"), (k == 0.0, "α", "Replay (k = 0)")]
     for ax, (sel, name, title) in zip(axes, panels):
         for g in np.flatnonzero(sel):
             value = k[g] if name == "k" else a[g]
             line, = ax.plot(t, old[g], label=f"{name} = {value:g}")
             ax.plot(t, new[g], "--", color=line.get_color())
-            ax.axhline(float(theory.old_prob[g]), ls=":", lw=1, color=line.get_color())
-        ax.set(xlabel="CPT step t", title=title + "\n(dotted: exact convergence point, old facts)")
+            ax.plot(t, gd_trace.old_prob[g], ":", lw=1.5, color="k")
+            ax.plot(t, gd_trace.new_prob[g], ":", lw=1.5, color="k")
+            ax.plot([t[-1]], [float(theory.old_prob[g])], "<", color=line.get_color(), ms=8)
+        ax.set_xlabel("CPT step t")
+        ax.set_title(title + ": old (solid) / new (dashed) fact probability\n"
+                     "black dotted: population-GD path; ◀: exact convergence point (old facts)", fontsize=10)
         ax.legend(fontsize=7)
     axes[0].set_ylabel(f"fact probability (mean of {cfg.num_seeds} seeds)")
     return _save(fig, out / "sweep_trajectories.png")
@@ -223,12 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
     with jax.enable_x64(cfg.x64):
-        worlds, theory, final_Y, trace = run_sweep(cfg)
+        worlds, theory, final_Y, trace, gd_trace = run_sweep(cfg)
         rows = summarise(worlds, cfg.spec(), theory, final_Y, trace)
     write_csv(rows, out / "sweep.csv")
     for plot in (plot_distance, plot_amplitude):
         plot(cfg, rows, out)
-    plot_trajectories(cfg, theory, trace, out)
+    plot_trajectories(cfg, theory, trace, gd_trace, out)
     print(f"{cfg.spec().num_runs} runs; results in {out}/sweep.csv and {out}/sweep_*.png")
     return 0
 
