@@ -1,0 +1,214 @@
+"""KV-cached sampling: logit processors on hand-built cases, HF greedy parity, batching, seeds, EOS handling."""
+
+import dataclasses
+
+import flax.nnx as nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cfka_jax.models import QwenConfig, QwenModel
+from cfka_jax.models import generate as gen
+from cfka_jax.models.generate import SamplerConfig
+from tests import tolerances
+
+NEG_INF = -np.inf
+
+# ------------------------------------------------------------------------------------------------ processors
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative_seen_logits():
+    logits = jnp.asarray([[2.0, -1.0, 0.5, -3.0, 0.0]])
+    seen = jnp.asarray([[True, True, False, False, True]])
+    out = gen.apply_repetition_penalty(logits, seen, 2.0)
+    np.testing.assert_array_equal(np.asarray(out), [[1.0, -2.0, 0.5, -3.0, 0.0]])
+    assert gen.apply_repetition_penalty(logits, seen, 1.0) is logits
+
+
+def test_token_presence_ignores_masked_positions():
+    tokens = jnp.asarray([[3, 1, 3, 4], [0, 2, 2, 2]], jnp.int32)
+    mask = jnp.asarray([[True, True, True, False], [True, True, False, False]])
+    seen = np.asarray(gen.token_presence(tokens, mask, 6))
+    np.testing.assert_array_equal(seen, [[0, 1, 0, 1, 0, 0], [1, 0, 1, 0, 0, 0]])
+
+
+def test_temperature_scales_and_rejects_zero():
+    np.testing.assert_array_equal(np.asarray(gen.apply_temperature(jnp.asarray([2.0, -4.0]), 2.0)), [1.0, -2.0])
+    with pytest.raises(ValueError):
+        gen.apply_temperature(jnp.asarray([1.0]), 0.0)
+
+
+def test_top_k_keeps_ties_with_the_kth_value():
+    logits = jnp.asarray([[1.0, 3.0, 2.0, 3.0], [0.0, -1.0, 5.0, 4.0]])
+    np.testing.assert_array_equal(
+        np.asarray(gen.apply_top_k(logits, 2)), [[NEG_INF, 3.0, NEG_INF, 3.0], [NEG_INF, NEG_INF, 5.0, 4.0]]
+    )
+    np.testing.assert_array_equal(np.asarray(gen.apply_top_k(logits, 3))[0], [NEG_INF, 3.0, 2.0, 3.0])
+    assert gen.apply_top_k(logits, 0) is logits and gen.apply_top_k(logits, 4) is logits
+
+
+@pytest.mark.parametrize("p, kept", [(0.3, 1), (0.75, 2), (0.85, 3), (0.97, 4)])
+def test_top_p_keeps_the_smallest_prefix_reaching_p(p, kept):
+    probs = np.asarray([0.05, 0.5, 0.15, 0.3], np.float32)  # ranks: 1, 3, 2, 0 -> mass above 0, .5, .8, .95
+    out = np.asarray(gen.apply_top_p(jnp.log(jnp.asarray(probs)), p))
+    order = np.argsort(-probs)
+    assert np.isfinite(out[order[:kept]]).all() and np.isneginf(out[order[kept:]]).all()
+
+
+def _hf_reference(logits, seen_ids, cfg: SamplerConfig):
+    import torch
+    from transformers import generation as g
+
+    procs = [
+        g.RepetitionPenaltyLogitsProcessor(cfg.repetition_penalty),
+        g.TemperatureLogitsWarper(cfg.temperature),
+        g.TopKLogitsWarper(cfg.top_k),
+        g.TopPLogitsWarper(cfg.top_p),
+    ]
+    scores, ids = torch.tensor(logits), torch.tensor(seen_ids)
+    for proc in procs:
+        scores = proc(ids, scores)
+    return scores.numpy()
+
+
+@pytest.mark.torch
+def test_processor_chain_matches_hf_logits_processors():
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    logits = (rng.normal(size=(4, 29)) * 3).astype(np.float32)
+    seen_ids = rng.integers(0, 29, (4, 9))
+    seen = np.zeros((4, 29), bool)
+    np.put_along_axis(seen, seen_ids, True, axis=1)
+    for cfg in (
+        SamplerConfig(max_new_tokens=1, temperature=0.7, top_k=11, top_p=0.8, repetition_penalty=1.3),
+        SamplerConfig(max_new_tokens=1, temperature=1.0, top_k=0, top_p=0.5, repetition_penalty=1.05),
+    ):
+        ours = np.asarray(gen.process_logits(jnp.asarray(logits), jnp.asarray(seen), cfg))
+        ref = _hf_reference(logits, seen_ids, dataclasses.replace(cfg, top_k=cfg.top_k or 29))
+        np.testing.assert_array_equal(np.isneginf(ours), np.isneginf(ref))
+        finite = np.isfinite(ref)
+        np.testing.assert_allclose(ours[finite], ref[finite], rtol=0, atol=tolerances.F32_OP_ATOL)
+
+
+def test_sampler_config_validates():
+    for bad in (dict(max_new_tokens=0), dict(temperature=-1.0), dict(top_k=-1), dict(top_p=0.0),
+                dict(top_p=1.5), dict(repetition_penalty=0.0)):
+        with pytest.raises(ValueError):
+            SamplerConfig(**{"max_new_tokens": 4, **bad})
+    assert SamplerConfig(max_new_tokens=1, eos_token_id=[1, 2]).eos_ids == (1, 2)
+
+
+# ----------------------------------------------------------------------------------------- tiny NNX model
+
+
+CFG = QwenConfig(
+    model_type="qwen3", vocab_size=41, hidden_size=23, head_dim=6, intermediate_size=29, num_hidden_layers=2,
+    num_attention_heads=6, num_key_value_heads=3, initializer_range=0.2,
+)
+PROMPTS = [[5, 9, 1, 33, 7], [12, 3], [8, 8, 20, 2, 17, 30, 4]]
+SAMPLE = SamplerConfig(max_new_tokens=12, temperature=0.8, top_k=20, top_p=0.9, repetition_penalty=1.3)
+GREEDY = SamplerConfig(max_new_tokens=12, temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return QwenModel(CFG, rngs=nnx.Rngs(5))
+
+
+def _run(model, prompts, key, cfg):
+    tokens, lengths = gen.pad_prompts(prompts)
+    with jax.default_matmul_precision("float32"):
+        out = gen.generate(model, tokens, lengths, key, cfg)
+    return np.asarray(out.tokens), np.asarray(out.num_tokens)
+
+
+def test_batched_prompts_of_different_lengths_sample_as_each_alone(model, key):
+    keys = jax.random.split(key, len(PROMPTS))
+    batched, _ = _run(model, PROMPTS, keys, SAMPLE)
+    for i, prompt in enumerate(PROMPTS[:2]):  # both are right-padded in the batch
+        alone, _ = _run(model, [prompt], keys[i : i + 1], SAMPLE)
+        np.testing.assert_array_equal(batched[i], alone[0], err_msg=f"prompt {i}")
+
+
+def test_seeded_sampling_is_reproducible_and_compiles_once(model, key):
+    a, _ = _run(model, PROMPTS, key, SAMPLE)
+    compiled = gen._compiled(nnx.graphdef(model), SAMPLE)._cache_size()
+    b, _ = _run(model, PROMPTS, key, SAMPLE)
+    c, _ = _run(model, PROMPTS, jax.random.key(1), SAMPLE)
+    np.testing.assert_array_equal(a, b)
+    assert (a != c).any()
+    raw, _ = _run(model, PROMPTS, jax.random.PRNGKey(0), SAMPLE)  # legacy uint32 keys are accepted
+    np.testing.assert_array_equal(raw, a)
+    assert gen._compiled(nnx.graphdef(model), SAMPLE)._cache_size() == compiled  # new keys: no recompile
+
+
+def test_top_k_one_sampling_equals_greedy(model, key):
+    greedy, count = _run(model, PROMPTS, key, GREEDY)
+    top1, _ = _run(model, PROMPTS, key, dataclasses.replace(GREEDY, temperature=1.0, top_k=1))
+    np.testing.assert_array_equal(top1, greedy)
+    np.testing.assert_array_equal(count, [GREEDY.max_new_tokens] * len(PROMPTS))
+
+
+def test_eos_stops_each_row_and_ignore_eos_continues(model, key):
+    free, _ = _run(model, PROMPTS, key, GREEDY)
+    eos = int(free[0, 3])
+    first = [int(np.argmax(row == eos)) if (row == eos).any() else None for row in free]
+    stop = dataclasses.replace(GREEDY, eos_token_id=eos, pad_token_id=40)
+    stopped, count = _run(model, PROMPTS, key, stop)
+    for i, f in enumerate(first):
+        n = GREEDY.max_new_tokens if f is None else f + 1
+        assert count[i] == n
+        np.testing.assert_array_equal(stopped[i, :n], free[i, :n])
+        assert (stopped[i, n:] == 40).all()
+    ignored, count = _run(model, PROMPTS, key, dataclasses.replace(stop, ignore_eos=True))
+    np.testing.assert_array_equal(ignored, free)
+    np.testing.assert_array_equal(count, [GREEDY.max_new_tokens] * len(PROMPTS))
+
+
+def test_generate_rejects_bad_lengths(model, key):
+    tokens, _ = gen.pad_prompts(PROMPTS)
+    with pytest.raises(ValueError, match="lengths"):
+        gen.generate(model, tokens, np.asarray([0, 2, 7]), key, GREEDY)
+    with pytest.raises(ValueError):
+        gen.pad_prompts([[1], []])
+
+
+# ------------------------------------------------------------------------------------ HF greedy parity
+
+
+def _case(family: str, tmp_path_factory):
+    import transformers
+
+    from tests.models import Case
+
+    if family == "pythia":
+        from tests.models.pythia.test_parity import CASES
+
+        name, cls = "parallel_untied", ("GPTNeoXConfig", "GPTNeoXForCausalLM")
+        kwargs, seed = CASES[name], 7
+    else:
+        from tests.models.qwen.test_parity import CASES
+
+        name, cls = "qwen2_tied", ("Qwen2Config", "Qwen2ForCausalLM")
+        kwargs, seed = CASES[name][1], 11
+    config_cls, model_cls = (getattr(transformers, c) for c in cls)
+    path = tmp_path_factory.mktemp(f"gen_{name}")
+    return Case(name, config_cls, model_cls, dict(kwargs, max_position_embeddings=96), path, seed)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("family", ["pythia", "qwen"])
+def test_greedy_batched_generation_matches_hf_generate_per_prompt(family, tmp_path_factory, key):
+    pytest.importorskip("torch")
+    from tests.models import NEW_TOKENS, hf_generate
+
+    case = _case(family, tmp_path_factory)
+    prompts = [case.tokens[0].tolist(), case.tokens[1, 4:].tolist()]  # lengths 13 and 9, right-padded here
+    cfg = SamplerConfig(max_new_tokens=NEW_TOKENS, temperature=0.0)
+    ours, count = _run(case.model, prompts, key, cfg)
+    assert NEW_TOKENS >= 32 and (count == NEW_TOKENS).all()
+    for i, prompt in enumerate(prompts):
+        row = np.asarray([prompt])
+        ref = hf_generate(case.hf, row, np.ones_like(row), NEW_TOKENS)
+        np.testing.assert_array_equal(ours[i], ref[0], err_msg=f"{family} prompt {i}")
