@@ -129,7 +129,8 @@ class FtaTargets:
 
     Attributes:
       chunk, pos, attr, doc, token: int32 (M,) coordinates, attribute index, source document, expected id.
-      attr_at: int32 (C, S) attribute index at each position, −1 elsewhere (a dense mask per attribute).
+        Two attributes may share a position (first match can land on the same tokens), so the lists, not one
+        dense map, are the truth; ``mask`` gives the reference's per-attribute dense mask.
       num_dropped: occurrences dropped at position 0.
     """
 
@@ -138,8 +139,14 @@ class FtaTargets:
     attr: np.ndarray
     doc: np.ndarray
     token: np.ndarray
-    attr_at: np.ndarray
     num_dropped: int
+
+    def mask(self, attr: int, shape: tuple[int, int]) -> np.ndarray:
+        """Bool (C, S): positions holding the first value token of attribute ``attr``."""
+        out = np.zeros(shape, bool)
+        sel = self.attr == attr
+        out[self.chunk[sel], self.pos[sel]] = True
+        return out
 
 
 def fta_targets(packed: Packed, idx: np.ndarray) -> FtaTargets:
@@ -157,11 +164,9 @@ def fta_targets(packed: Packed, idx: np.ndarray) -> FtaTargets:
     attr = np.broadcast_to(np.arange(len(ATTRIBUTES))[None, :], idx.shape)
     keep = pos != 0
     chunk, pos, doc, attr = chunk[keep], pos[keep], doc[keep], attr[keep]
-    attr_at = np.full(packed.tokens.shape, -1, np.int32)
-    attr_at[chunk, pos] = attr
     as32 = lambda x: x.astype(np.int32)  # noqa: E731
     return FtaTargets(as32(chunk), as32(pos), as32(attr), as32(doc), packed.tokens[chunk, pos].astype(np.int32),
-                      attr_at, int((~keep).sum()))
+                      int((~keep).sum()))
 
 
 def replay_copies(alpha: float) -> int:
