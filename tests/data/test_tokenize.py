@@ -81,3 +81,24 @@ def test_select_rows(world, tokenizer):
     sub = split.select([4, 1])
     assert np.array_equal(sub.doc(0), split.doc(4)) and np.array_equal(sub.idx[1], split.idx[1])
     assert list(sub.pid) == [split.pid[4], split.pid[1]]
+
+
+def test_byte_level_bpe_folder(world, tmp_path):
+    """A GPT-2/NeoX-style byte-level BPE folder (as Pythia ships) locates every value the same way."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    texts = [b.text for bios in world.splits.values() for b in bios]
+    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=[EOS_TOKEN],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                       show_progress=False))
+    PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS_TOKEN).save_pretrained(tmp_path / "bpe")
+    tok = load_tokenizer(tmp_path / "bpe")
+    split = tokenize_split(world.pt_test, world.people, tok)
+    for r, b in enumerate(world.pt_test):
+        ids = split.doc(r)
+        assert ids[-1] == tok.eos_token_id == 0
+        for a, value in enumerate(world.people[b.pid].values):
+            assert tok.decode(ids[split.idx[r, a]:split.idx2[r, a]]) == " " + value
