@@ -21,7 +21,6 @@ biography of the person just past the half.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
@@ -205,8 +204,3 @@ def generate_world(config: BiographyConfig) -> World:
     return World(config, people, flat(bios[:p], slice(0, k)), flat(bios[:p], slice(k, None)),
                  flat(bios[p:], slice(0, k)), flat(bios[p:], slice(k, None)))
 
-
-@functools.lru_cache(maxsize=4)
-def cached_world(config: BiographyConfig) -> World:
-    """``generate_world`` memoised in memory (configs are frozen and hashable)."""
-    return generate_world(config)

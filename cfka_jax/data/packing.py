@@ -15,7 +15,8 @@ Default (the reference, ``doc_mask=False``): no document masking; positions run 
 ``doc_mask=True``: attention may be restricted with ``segment_ids`` (1, 2, … per document piece inside a chunk,
 0 for padding; attend iff equal), and ``positions`` restart at 0 at every document piece.
 
-Shape letters: C chunks, S positions per chunk, A attributes, n documents, M scored value occurrences.
+Shapes use the legend of ``cfka_jax/shapes.py``: B rows (one per chunk; batches are row slices), S positions per
+chunk; besides, n documents, 5 attributes (``ATTRIBUTES``) and m scored value occurrences.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from cfka_jax.data.templates import ATTRIBUTES
 
 @dataclasses.dataclass(frozen=True)
 class Packed:
-    """Packed chunks (all arrays C × S unless noted).
+    """Packed chunks (all arrays B × S unless noted).
 
     Attributes:
       tokens: int32 ids; padding is EOS.
@@ -128,7 +129,7 @@ class FtaTargets:
     chunk position 0 have no in-chunk prediction and are dropped (§5.4 M4; counted in ``num_dropped``).
 
     Attributes:
-      chunk, pos, attr, doc, token: int32 (M,) coordinates, attribute index, source document, expected id.
+      chunk, pos, attr, doc, token: int32 (m,) coordinates, attribute index, source document, expected id.
         Two attributes may share a position (first match can land on the same tokens), so the lists, not one
         dense map, are the truth; ``mask`` gives the reference's per-attribute dense mask.
       num_dropped: occurrences dropped at position 0.
@@ -142,7 +143,7 @@ class FtaTargets:
     num_dropped: int
 
     def mask(self, attr: int, shape: tuple[int, int]) -> np.ndarray:
-        """Bool (C, S): positions holding the first value token of attribute ``attr``."""
+        """Bool (B, S): positions holding the first value token of attribute ``attr``."""
         out = np.zeros(shape, bool)
         sel = self.attr == attr
         out[self.chunk[sel], self.pos[sel]] = True
@@ -150,7 +151,7 @@ class FtaTargets:
 
 
 def fta_targets(packed: Packed, idx: np.ndarray) -> FtaTargets:
-    """Map per-document value starts ``idx`` (n × A, document-relative) into chunk coordinates.
+    """Map per-document value starts ``idx`` (n × 5, document-relative) into chunk coordinates.
 
     Raises:
       ValueError: ``idx`` rows do not match the packed documents.

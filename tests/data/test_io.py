@@ -40,7 +40,8 @@ def test_config_hash_tracks_fields_and_file_contents(tmp_path):
     ('{"pid": 0, "number": 1, "text": "x", "order": [0]', r"pt_test.jsonl:2: invalid JSON"),
     ('[1, 2]', r"pt_test.jsonl:2: expected a JSON object"),
     ('{"pid": 0, "number": 1, "order": [], "templates": []}', r"pt_test.jsonl:2: missing key 'text'"),
-    ('{"pid": 0, "number": "1", "text": "x", "order": [], "templates": []}', r"pt_test.jsonl:2: key 'number' must be int"),
+    ('{"pid": 0, "number": "1", "text": "x", "order": [], "templates": []}',
+     r"pt_test.jsonl:2: key 'number' must be int"),
     ('{"pid": 999, "number": 1, "text": "x", "order": [], "templates": []}', r"pt_test.jsonl:2: key 'pid' 999"),
 ])
 def test_malformed_world_line_named(world, tmp_path, line, match):
