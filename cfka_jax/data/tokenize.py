@@ -153,15 +153,15 @@ def locate_values(ids: list[int], value_ids: list[list[int]], *, who: str) -> tu
 
 
 def tokenize_split(bios: tuple[Biography, ...], people: tuple[Person, ...], tokenizer, *,
-                   max_length: int = 512) -> TokenizedSplit:
+                   max_length: int = 512, block: int = 8192) -> TokenizedSplit:
     """Tokenise biographies (+ EOS) and locate their five values (module docstring).
+
+    Biographies are encoded ``block`` at a time and turned into numpy at once, so memory stays near the size of
+    the int32 result even for the reference sizes.
 
     Raises:
       ValueError: a value is not found (e.g. cut off by ``max_length``) or the tokenizer produced unknown tokens.
     """
-    eos = tokenizer.eos_token_id
-    enc = tokenizer([b.text for b in bios], add_special_tokens=True, truncation=True,
-                    max_length=max_length)["input_ids"] if bios else []
     value_cache: dict[str, list[int]] = {}
 
     def value_ids(v: str) -> list[int]:
@@ -169,24 +169,31 @@ def tokenize_split(bios: tuple[Biography, ...], people: tuple[Person, ...], toke
             value_cache[v] = list(tokenizer(" " + v, add_special_tokens=False)["input_ids"])
         return value_cache[v]
 
-    idx, idx2 = np.zeros((len(bios), len(ATTRIBUTES)), np.int32), np.zeros((len(bios), len(ATTRIBUTES)), np.int32)
-    for r, (b, ids) in enumerate(zip(bios, enc)):
-        ids.append(eos)
-        person = people[b.pid]
-        who = f"{person.fullname!r} (pid {b.pid}, Number {b.number})"
-        idx[r], idx2[r] = locate_values(ids, [value_ids(v) for v in person.values], who=who)
-    _check_no_unk(enc, tokenizer)
-    lens = np.array([len(ids) for ids in enc], dtype=np.int64)
-    tokens = np.fromiter((t for ids in enc for t in ids), dtype=np.int32, count=int(lens.sum()))
-    return TokenizedSplit(tokens, np.concatenate([[0], np.cumsum(lens)]),
+    n_attr = len(ATTRIBUTES)
+    idx, idx2 = np.zeros((len(bios), n_attr), np.int32), np.zeros((len(bios), n_attr), np.int32)
+    tokens, lens = [], []
+    for lo in range(0, len(bios), block):
+        part = bios[lo:lo + block]
+        enc = tokenizer([b.text for b in part], add_special_tokens=True, truncation=True,
+                        max_length=max_length)["input_ids"]
+        for r, (b, ids) in enumerate(zip(part, enc)):
+            ids.append(tokenizer.eos_token_id)
+            person = people[b.pid]
+            who = f"{person.fullname!r} (pid {b.pid}, Number {b.number})"
+            idx[lo + r], idx2[lo + r] = locate_values(ids, [value_ids(v) for v in person.values], who=who)
+        _check_no_unk(enc, tokenizer, lo)
+        lens.extend(len(ids) for ids in enc)
+        tokens.append(np.fromiter((t for ids in enc for t in ids), dtype=np.int32, count=sum(map(len, enc))))
+    offsets = np.concatenate([[0], np.cumsum(np.array(lens, dtype=np.int64))]).astype(np.int64)
+    return TokenizedSplit(np.concatenate(tokens) if tokens else np.zeros(0, np.int32), offsets,
                           np.array([b.pid for b in bios], np.int32), np.array([b.number for b in bios], np.int32),
                           idx, idx2)
 
 
-def _check_no_unk(enc, tokenizer) -> None:
+def _check_no_unk(enc, tokenizer, first_row: int = 0) -> None:
     unk = tokenizer.unk_token_id
     if unk is None or tokenizer.unk_token != UNK_TOKEN:
         return  # a foreign tokenizer (byte-level BPE) has no unknown words
     for r, ids in enumerate(enc):
         if unk in ids:
-            raise ValueError(f"biography row {r} holds words missing from the tokenizer vocabulary")
+            raise ValueError(f"biography row {first_row + r} holds words missing from the tokenizer vocabulary")

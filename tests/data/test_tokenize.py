@@ -76,6 +76,13 @@ def test_missing_value_names_person_and_attribute(tmp_path, world, tokenizer):
         tokenize_split(world.pt_train[:1], world.people, tokenizer, max_length=10)
 
 
+def test_blocks_do_not_change_the_result(world, tokenizer):
+    whole = tokenize_split(world.pt_test, world.people, tokenizer)
+    blocked = tokenize_split(world.pt_test, world.people, tokenizer, block=7)
+    for name in ("tokens", "offsets", "pid", "number", "idx", "idx2"):
+        np.testing.assert_array_equal(getattr(blocked, name), getattr(whole, name))
+
+
 def test_select_rows(world, tokenizer):
     split = tokenize_split(world.pt_test[:6], world.people, tokenizer)
     sub = split.select([4, 1])
