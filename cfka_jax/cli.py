@@ -2,6 +2,8 @@
 
     cfka proofs [--out DIR] [--only NAME]     every proof check, one table, one PNG per lemma
     cfka sweep  [ARGS...]                     the continual-theory sweep (experiments/continual_sweep.py)
+    cfka pt  --preset smoke|small|paper --out DIR                    Biography pre-training
+    cfka cpt --preset P --method M --update U [--alpha A] --out DIR  continual pre-training
 
 Each subcommand is an entry point, so it may set JAX configuration (``proofs`` enables float64).
 """
@@ -38,6 +40,33 @@ def _sweep(rest: list[str]) -> int:
     return sweep_main(rest)
 
 
+def _biography(args: argparse.Namespace) -> int:
+    import json
+
+    from experiments import biography as bio
+
+    common = dict(preset=args.preset, out=args.out, arch=args.arch, seed=args.seed, cache_dir=args.cache_dir,
+                  progress=not args.no_progress)
+    if args.command == "pt":
+        final = bio.main_pt(bio.PTConfig(**common))
+    else:
+        final = bio.main_cpt(bio.CPTConfig(**common, method=args.method, update=args.update, alpha=args.alpha,
+                                           ewc_lambda=args.ewc_lambda, ewc_fisher=args.ewc_fisher,
+                                           freeze_layers=args.freeze_layers, lora_rank=args.lora_rank,
+                                           pt_dir=args.pt_dir))
+    print(json.dumps({k: v for k, v in final.items() if "/" not in k or k.endswith("FTA")}, indent=1))
+    return 0
+
+
+def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
+    p.add_argument("--preset", default="smoke", choices=["smoke", "small", "paper"])
+    p.add_argument("--out", default=default_out, help="run folder (config, metrics.jsonl, checkpoints, final.json)")
+    p.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache-dir", default="runs/data-cache", help="where generated worlds and packs are cached")
+    p.add_argument("--no-progress", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cfka", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -45,6 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/proofs", help="folder for proofs.txt and the PNG plots")
     p.add_argument("--only", default=None, help="run only checks whose module name contains this")
     sub.add_parser("sweep", help="continual-theory sweep; see `cfka sweep --help`", add_help=False)
+    _add_run_args(sub.add_parser("pt", help="pre-train on the Biography PT population"), "runs/pt-smoke-qwen")
+    c = sub.add_parser("cpt", help="continual pre-training from the PT checkpoint of the preset")
+    _add_run_args(c, "runs/cpt-smoke")
+    c.add_argument("--method", default="naive", choices=["naive", "ewc", "replay-all", "replay-half"])
+    c.add_argument("--update", default="full", choices=["full", "freeze", "lora"])
+    c.add_argument("--alpha", type=float, default=0.5, help="new-data fraction for replay")
+    c.add_argument("--ewc-lambda", type=float, default=1e3)
+    c.add_argument("--ewc-fisher", default="code", choices=["code", "per_example"])
+    c.add_argument("--freeze-layers", type=int, default=None)
+    c.add_argument("--lora-rank", type=int, default=None)
+    c.add_argument("--pt-dir", default=None, help="PT run folder (default: <out>/../pt-<preset>-<arch>)")
     return parser
 
 
@@ -55,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "proofs":
         return _proofs(args)
+    if args.command in ("pt", "cpt"):
+        return _biography(args)
     raise AssertionError(f"unhandled command {args.command}")
 
 

@@ -1,7 +1,7 @@
 """First-token accuracy (hFTA, sFTA) and exact match (spec cfka_stoc.md §5.1, §5.2).
 
-At every position s ≥ 1 of a test chunk that holds the first token of an attribute value (``attr_BS[b, s] = a``,
-−1 elsewhere; position 0 is dropped as in the reference), the model's prediction comes from logits[b, s − 1]:
+At every position s ≥ 1 of a test chunk that holds the first token of an attribute value (``mask_ABS[a, b, s] = 1``;
+position 0 is dropped as in the reference), the model's prediction comes from logits[b, s − 1]:
 
     hard_a += 1[argmax_v logits = tokens[s]],     soft_a += softmax(logits)[tokens[s]]   (full vocabulary).
 
@@ -27,17 +27,17 @@ class FTACounts(NamedTuple):
     count: Float[Array, " A"]
 
 
-def fta_counts(logits_BSV: Float[Array, "B S V"], tokens_BS: Int[Array, "B S"], attr_BS: Int[Array, "B S"],
-               num_attrs: int) -> FTACounts:
-    """Sums for one batch of chunks (pure; jit with ``num_attrs`` static)."""
+def fta_counts(logits_BSV: Float[Array, "B S V"], tokens_BS: Int[Array, "B S"],
+               mask_ABS: Float[Array, "A B S"]) -> FTACounts:
+    """Sums for one batch of chunks; ``mask_ABS[a, b, s] = 1`` where position s of row b holds the first value
+    token of attribute a (two attributes may share a position). Column 0 is ignored (no in-chunk prediction)."""
     logits = logits_BSV[:, :-1].astype(jnp.float32)
     target = tokens_BS[:, 1:]
-    attr = attr_BS[:, 1:]
+    mask = mask_ABS[:, :, 1:].astype(jnp.float32)
     hard = (jnp.argmax(logits, axis=-1) == target).astype(jnp.float32)
     soft = jnp.take_along_axis(jax.nn.softmax(logits, axis=-1), target[..., None], axis=-1)[..., 0]
-    onehot = jax.nn.one_hot(attr, num_attrs, dtype=jnp.float32)  # rows with attr = −1 are all-zero
-    return FTACounts(jnp.einsum("bs,bsa->a", hard, onehot), jnp.einsum("bs,bsa->a", soft, onehot),
-                     jnp.sum(onehot, axis=(0, 1)))
+    return FTACounts(jnp.einsum("bs,abs->a", hard, mask), jnp.einsum("bs,abs->a", soft, mask),
+                     jnp.sum(mask, axis=(1, 2)))
 
 
 def add_counts(a: FTACounts, b: FTACounts) -> FTACounts:

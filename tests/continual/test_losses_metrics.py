@@ -33,7 +33,8 @@ def test_fta_on_hand_built_case():
     logits = logits.at[1, 1, :].set(0.0)  # uniform at position 2: soft = 1/4
     tokens = jnp.asarray([[0, 2, 0, 3], [1, 0, 3, 0]], jnp.int32)
     attr = jnp.asarray([[-1, 0, -1, 1], [1, -1, 1, -1]], jnp.int32)
-    c = jax.jit(fta_counts, static_argnums=3)(logits, tokens, attr, 2)
+    mask = jnp.stack([attr == a for a in range(2)]).astype(jnp.float32)
+    c = jax.jit(fta_counts)(logits, tokens, mask)
     np.testing.assert_allclose(c.count, [1.0, 2.0])
     np.testing.assert_allclose(c.hard, [1.0, 0.0])  # row 0 pos 3 predicts 1 ≠ 3; uniform row: argmax 0 ≠ 3
     np.testing.assert_allclose(c.soft, [1.0, 0.25], atol=1e-6)

@@ -1,0 +1,246 @@
+"""Pre-training and continual pre-training on the synthetic Biography world (spec cfka_stoc.md §3–§5, §7).
+
+Reproduces the cFKA phenomenon at a scale chosen by a preset: PT on the PT population learns its facts; naive CPT on
+a new population learns the new facts and forgets the old ones; EWC, real replay ('all', 'half'), freezing and
+LoRA change how much is kept.
+
+    cfka pt  --preset smoke --out runs/pt-smoke
+    cfka cpt --preset smoke --method naive --update full --out runs/cpt-smoke-naive
+
+A CPT run finds the PT checkpoint of its preset and architecture in ``--pt-dir`` (default
+``<out>/../pt-<preset>-<arch>``), training it first when absent. Each run folder holds ``config.json``,
+``metrics.jsonl`` (train and eval records), ``checkpoints/`` and ``final.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+import jax
+import numpy as np
+from flax import nnx
+
+from cfka_jax.continual.ewc import ewc_penalty, fisher_batch_mean, fisher_per_example
+from cfka_jax.continual.optim import OptimConfig
+from cfka_jax.continual.recipes import fta_evaluator, train_lm
+from cfka_jax.continual.trainer import LoopConfig
+from cfka_jax.data.batching import EpochBatcher, packed_batch
+from cfka_jax.data.packing import mix_replay
+from cfka_jax.data.pipeline import build_data, preset as data_preset
+from cfka_jax.models.pythia import PythiaConfig, PythiaModel
+from cfka_jax.models.qwen import QwenConfig, QwenModel
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPreset:
+    """Model size, steps and schedules of one scale."""
+
+    data: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    batch: int
+    pt_steps: int
+    cpt_steps: int
+    pt_lr: tuple[float, float, int]  # peak, min, warm-up steps
+    cpt_lr: tuple[float, float, int]
+    eval_every: int = 0
+    ckpt_every: int = 0
+    freeze_layers: int = 1
+    lora_rank: int = 8
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+PRESETS = {
+    "smoke": RunPreset("smoke", hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64, batch=4, pt_steps=12,
+                       cpt_steps=6, pt_lr=(3e-3, 3e-4, 2), cpt_lr=(1e-3, 1e-4, 1)),
+    "small": RunPreset("small", hidden=128, layers=4, heads=4, kv_heads=2, intermediate=384, batch=16, pt_steps=1500,
+                       cpt_steps=400, pt_lr=(2e-3, 1e-4, 100), cpt_lr=(1e-3, 1e-4, 40), eval_every=250,
+                       ckpt_every=250, freeze_layers=2, lora_rank=16),
+    "paper": RunPreset("paper", hidden=768, layers=12, heads=12, kv_heads=12, intermediate=3072, batch=48,
+                       pt_steps=320_000, cpt_steps=80_000, pt_lr=(1e-3, 5e-5, 1000), cpt_lr=(5e-5, 1e-5, 250),
+                       eval_every=5000, ckpt_every=5000, freeze_layers=6, lora_rank=128),
+}
+
+
+def build_model(p: RunPreset, arch: str, vocab_size: int, seed: int) -> nnx.Module:
+    """A from-scratch Qwen2- or Pythia-architecture LM of the preset's size (init normal(0, 0.02))."""
+    if arch == "pythia":
+        cfg = PythiaConfig(vocab_size=vocab_size, hidden_size=p.hidden, num_hidden_layers=p.layers,
+                           num_attention_heads=p.heads, intermediate_size=p.intermediate, rotary_pct=0.25,
+                           max_position_embeddings=2048)
+        return PythiaModel(cfg, rngs=nnx.Rngs(seed))
+    cfg = QwenConfig(model_type="qwen2", vocab_size=vocab_size, hidden_size=p.hidden, intermediate_size=p.intermediate,
+                     num_hidden_layers=p.layers, num_attention_heads=p.heads, num_key_value_heads=p.kv_heads,
+                     tie_word_embeddings=True, max_position_embeddings=2048)
+    return QwenModel(cfg, rngs=nnx.Rngs(seed))
+
+
+@dataclasses.dataclass(frozen=True)
+class PTConfig:
+    """A pre-training run."""
+
+    preset: str = "smoke"
+    out: str = "runs/pt-smoke"
+    arch: str = "qwen"
+    seed: int = 0
+    cache_dir: str = "runs/data-cache"
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
+        if self.arch not in ("qwen", "pythia"):
+            raise ValueError(f"arch must be 'qwen' or 'pythia', got {self.arch!r}")
+
+
+METHODS = ("naive", "ewc", "replay-all", "replay-half")
+UPDATES = ("full", "freeze", "lora")
+
+
+@dataclasses.dataclass(frozen=True)
+class CPTConfig:
+    """A continual pre-training run (decisions #7, #9–#11 of the spec's table)."""
+
+    preset: str = "smoke"
+    out: str = "runs/cpt-smoke"
+    method: str = "naive"
+    update: str = "full"
+    alpha: float = 0.5
+    ewc_lambda: float = 1e3
+    ewc_fisher: str = "code"
+    ewc_batches: int = 8
+    freeze_layers: int | None = None
+    lora_rank: int | None = None
+    arch: str = "qwen"
+    seed: int = 0
+    pt_dir: str | None = None
+    cache_dir: str = "runs/data-cache"
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
+        if self.method not in METHODS or self.update not in UPDATES:
+            raise ValueError(f"method must be in {METHODS} and update in {UPDATES}, got {self.method}, {self.update}")
+        if self.method.startswith("replay") and not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"replay needs 0 < alpha < 1, got {self.alpha}")
+        if self.ewc_fisher not in ("code", "per_example"):
+            raise ValueError(f"ewc_fisher must be 'code' or 'per_example', got {self.ewc_fisher!r}")
+
+    @property
+    def pt_folder(self) -> pathlib.Path:
+        return pathlib.Path(self.pt_dir or pathlib.Path(self.out).parent / f"pt-{self.preset}-{self.arch}")
+
+
+def write_config(cfg, out: pathlib.Path, preset: RunPreset) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps({"run": dataclasses.asdict(cfg), "preset": preset.as_dict()},
+                                                indent=1, default=str))
+
+
+def _opt(lr: tuple[float, float, int], steps: int) -> OptimConfig:
+    return OptimConfig(peak_lr=lr[0], min_lr=lr[1], warmup_steps=lr[2], total_steps=steps)
+
+
+def _loop(p: RunPreset, steps: int, progress: bool) -> LoopConfig:
+    return LoopConfig(steps=steps, log_every=max(1, min(10, steps)), eval_every=p.eval_every, ckpt_every=p.ckpt_every,
+                      progress=progress)
+
+
+def _finish(out: pathlib.Path, evaluate, state, extra: dict) -> dict:
+    final = {"step": int(state.step), **evaluate(state.params, int(state.step)), **extra}
+    (out / "final.json").write_text(json.dumps(final, indent=1))
+    return final
+
+
+def main_pt(cfg: PTConfig) -> dict:
+    """Runs (or resumes) PT and returns the final metrics ([Train] = PT train bios, Original = PT test bios)."""
+    p, out = PRESETS[cfg.preset], pathlib.Path(cfg.out)
+    write_config(cfg, out, p)
+    bundle = build_data(data_preset(p.data), cfg.cache_dir)
+    model = build_model(p, cfg.arch, len(bundle.tokenizer), cfg.seed)
+    batcher = EpochBatcher(bundle.splits["pt_train"].docs(), seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
+                           batch_size=p.batch, seed=cfg.seed, doc_mask=bundle.config.doc_mask)
+    sets = {"Train": bundle.eval["pt_train"], "Original": bundle.eval["pt_test"]}
+    factory = lambda g, r: fta_evaluator(g, r, sets)  # noqa: E731
+    state, graphdef, rest = train_lm(model, batcher, opt=_opt(p.pt_lr, p.pt_steps), loop=_loop(p, p.pt_steps,
+                                     cfg.progress), out_dir=out, evaluate_factory=factory)
+    return _finish(out, factory(graphdef, rest), state, {"epochs": p.pt_steps / batcher.steps_per_epoch})
+
+
+def _load_pt_params(cfg: CPTConfig, p: RunPreset, vocab_size: int):
+    """The PT run's final parameters, restored into a fresh model of the same preset."""
+    from cfka_jax.continual.optim import make_optimizer
+    from cfka_jax.continual.step import init_state
+    from cfka_jax.continual.trainer import checkpoint_manager, restore_latest
+
+    model = build_model(p, cfg.arch, vocab_size, cfg.seed)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    template = init_state(params, make_optimizer(_opt(p.pt_lr, p.pt_steps)))
+    state = restore_latest(checkpoint_manager(cfg.pt_folder / "checkpoints", 2), template)
+    if int(state.step) != p.pt_steps:
+        raise ValueError(f"PT checkpoint in {cfg.pt_folder} is at step {int(state.step)}, expected {p.pt_steps}")
+    nnx.update(model, state.params)
+    return model, graphdef, state.params, rest
+
+
+def _cpt_docs(cfg: CPTConfig, bundle) -> list:
+    new = bundle.splits["cpt_train"].docs()
+    if not cfg.method.startswith("replay"):
+        return new
+    return mix_replay(new, bundle.splits[f"replay_{cfg.method.split('-')[1]}"].docs(), cfg.alpha)
+
+
+def _ewc(cfg: CPTConfig, bundle, graphdef, params, rest):
+    pt = bundle.train["pt_train"]
+    rows = [slice(i, i + 8) for i in range(0, min(pt.num_chunks, 8 * cfg.ewc_batches) - 7, 8)]
+    batches = [packed_batch(pt, r) for r in rows]
+    if cfg.ewc_fisher == "code":
+        fisher = fisher_batch_mean(params, graphdef, rest, batches, total_chunks=pt.num_chunks)
+    else:
+        fisher = fisher_per_example(params, graphdef, rest, batches)
+    return ewc_penalty(fisher, jax.tree.map(np.asarray, params), cfg.ewc_lambda)
+
+
+def main_cpt(cfg: CPTConfig) -> dict:
+    """Runs (or resumes) CPT, training the PT checkpoint first when it is absent."""
+    if not (cfg.pt_folder / "final.json").exists():
+        main_pt(PTConfig(preset=cfg.preset, out=str(cfg.pt_folder), arch=cfg.arch, seed=cfg.seed,
+                         cache_dir=cfg.cache_dir, progress=cfg.progress))
+    p, out = PRESETS[cfg.preset], pathlib.Path(cfg.out)
+    write_config(cfg, out, p)
+    bundle = build_data(data_preset(p.data), cfg.cache_dir)
+    model, graphdef, params, rest = _load_pt_params(cfg, p, len(bundle.tokenizer))
+    penalty = _ewc(cfg, bundle, graphdef, params, rest) if cfg.method == "ewc" else None
+    model, trainable = _update_mode(cfg, p, model)
+    batcher = EpochBatcher(_cpt_docs(cfg, bundle), seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
+                           batch_size=p.batch, seed=cfg.seed + 1, doc_mask=bundle.config.doc_mask)
+    sets = {"Original": bundle.eval["pt_test"], "Continual": bundle.eval["cpt_test"]}
+    factory = lambda g, r: fta_evaluator(g, r, sets)  # noqa: E731
+    state, graphdef, rest = train_lm(model, batcher, opt=_opt(p.cpt_lr, p.cpt_steps), loop=_loop(p, p.cpt_steps,
+                                     cfg.progress), out_dir=out, evaluate_factory=factory, penalty=penalty,
+                                     trainable=trainable)
+    return _finish(out, factory(graphdef, rest), state, {"epochs": p.cpt_steps / batcher.steps_per_epoch})
+
+
+def _update_mode(cfg: CPTConfig, p: RunPreset, model):
+    """(model, trainable-filter) for full fine-tuning, freezing (embeddings + first N blocks) or LoRA."""
+    from cfka_jax.continual import peft
+
+    if cfg.update == "full":
+        return model, None
+    if cfg.update == "freeze":
+        n = cfg.freeze_layers if cfg.freeze_layers is not None else p.freeze_layers
+        return model, peft.freeze_trainable(model, num_layers=n)
+    rank = cfg.lora_rank if cfg.lora_rank is not None else p.lora_rank
+    return peft.lora_model(model, rank=rank)
+
+
+__all__ = ["CPTConfig", "PTConfig", "build_model", "main_cpt", "main_pt"]

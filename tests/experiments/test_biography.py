@@ -1,0 +1,46 @@
+"""Smoke runs of the Biography PT → CPT script (experiments/biography.py) on the smoke preset."""
+
+import json
+
+import pytest
+
+from experiments import biography as bio
+
+
+@pytest.fixture(scope="module")
+def pt_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bio")
+    cfg = bio.PTConfig(preset="smoke", out=str(root / "pt-smoke-qwen"), cache_dir=str(root / "cache"), progress=False)
+    return root, bio.main_pt(cfg)
+
+
+def test_pt_writes_run_folder(pt_run):
+    root, final = pt_run
+    out = root / "pt-smoke-qwen"
+    assert final["step"] == bio.PRESETS["smoke"].pt_steps
+    for name in ("config.json", "metrics.jsonl", "final.json"):
+        assert (out / name).exists(), name
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert {r["kind"] for r in records} == {"train", "eval"}
+    assert 0.0 <= final["Original/sFTA"] <= 1.0 and final["Original/n"] > 0
+
+
+@pytest.mark.parametrize("method", ["naive", pytest.param("ewc", marks=pytest.mark.slow),
+                                    pytest.param("replay-half", marks=pytest.mark.slow)])
+def test_cpt_methods_run_from_the_pt_checkpoint(pt_run, method):
+    root, _ = pt_run
+    cfg = bio.CPTConfig(preset="smoke", method=method, out=str(root / f"cpt-{method}"), cache_dir=str(root / "cache"),
+                        progress=False)
+    final = bio.main_cpt(cfg)
+    assert final["step"] == bio.PRESETS["smoke"].cpt_steps
+    assert final["Continual/n"] > 0 and final["Original/n"] > 0
+
+
+def test_shipped_presets_and_configs_parse():
+    for name in bio.PRESETS:
+        bio.PTConfig(preset=name)
+        bio.CPTConfig(preset=name, method="replay-all", alpha=0.9, update="freeze")
+    with pytest.raises(ValueError):
+        bio.CPTConfig(method="replay-all", alpha=1.0)
+    with pytest.raises(ValueError):
+        bio.PTConfig(preset="huge")
