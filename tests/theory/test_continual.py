@@ -93,7 +93,7 @@ def _naive_run(fisher, key):
     return cl.run_cpt(worlds, cl.Method(0.0, 1.0, worlds.old.joint), key, eta_y=0.5, cfg=cfg, fisher=fisher)[0]
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(scale=st.floats(1e-3, 1e3), seed=st.integers(0, 1000))
 def test_ewc_with_k0_is_the_naive_step_exactly(scale, seed):
     worlds, theta, _ = _setup()
