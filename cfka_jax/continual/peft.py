@@ -1,0 +1,239 @@
+"""LoRA adapters and freeze masks for the model ports (spec ``cfka_stoc.md`` §4.4 freeze, §4.6 LoRA).
+
+LoRA replaces each targeted ``nnx.Linear`` attribute (matched by attribute name: ``q_proj``, ``query_key_value``,
+``dense``, ...) with a :class:`LoRALinear` holding the original layer as ``base`` plus ``lora_a [D_in, r]``
+(uniform in ``±1/sqrt(D_in)``, PEFT's Kaiming-uniform default) and ``lora_b [r, D_out] = 0`` as
+``nnx.LoRAParam``::
+
+    y = base(x) + (dropout(x) @ lora_a @ lora_b) * alpha / r
+
+so a fresh adapter leaves the model unchanged. Training selects the adapters with a filter
+(:func:`trainable_filter`), either through ``nnx.Optimizer(model, tx, wrt=filter)`` or a split
+``nnx.split(model, filter, ...)`` for a pure jitted step; the base kernels are then never touched.
+
+Freezing (§4.4): the input embedding plus blocks ``0 .. N-1``. With tied embeddings (Qwen2.5-0.5B) the frozen
+embedding is also the LM head; an untied head (Pythia ``embed_out``) stays trainable.
+
+Limitation: LoRA and freezing of the first N blocks need the looped form (``scan_layers=False``). In the scanned
+form the blocks are one module with parameters stacked on a leading L axis, so a block is not an attribute that
+can be wrapped and a path filter cannot select blocks 0..N-1; both raise ``ValueError`` there.
+
+Export: :func:`merge_and_unload` returns a plain model (adapters folded into the kernels) that
+``cfka_jax.models.save_pretrained`` writes as an ordinary HF checkpoint. :func:`merge_lora` /
+:func:`unmerge_lora` fold the adapters in and out in place (unmerging subtracts, so it is exact only up to
+float rounding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import flax.nnx as nnx
+import jax
+import jax.numpy as jnp
+import optax
+
+from cfka_jax.shapes import Array, Float
+
+DEFAULT_TARGETS = {
+    "PythiaModel": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"),
+    "QwenModel": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+}
+EMBEDDINGS = {"PythiaModel": "embed_in", "QwenModel": "embed_tokens"}
+
+
+@dataclasses.dataclass(frozen=True)
+class LoRAConfig:
+    """LoRA settings (spec §4.6 project defaults: r = 128, alpha = 256, dropout 0.05, all block linears).
+
+    Attributes:
+        rank: adapter rank r.
+        alpha: scale numerator; the update is multiplied by ``alpha / rank``.
+        dropout: dropout rate on the adapter input (training mode only); 0 disables.
+        target_modules: attribute names of the ``nnx.Linear`` layers to adapt; empty means the family default
+            (:data:`DEFAULT_TARGETS`).
+    """
+
+    rank: int = 128
+    alpha: float = 256.0
+    dropout: float = 0.05
+    target_modules: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.rank < 1:
+            raise ValueError(f"rank must be >= 1, got {self.rank}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if isinstance(self.target_modules, (list, str)):
+            names = (self.target_modules,) if isinstance(self.target_modules, str) else self.target_modules
+            object.__setattr__(self, "target_modules", tuple(names))
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.rank
+
+
+class LoRALinear(nnx.Module):
+    """``base(x) + (dropout(x) @ lora_a @ lora_b) * scale`` around a frozen ``nnx.Linear``."""
+
+    def __init__(self, base: nnx.Linear, *, rank: int, alpha: float, dropout: float, rngs: nnx.Rngs):
+        self.base = base
+        d_in, d_out = base.in_features, base.out_features
+        dtype = base.kernel[...].dtype
+        bound = 1.0 / math.sqrt(d_in)
+        self.lora_a = nnx.LoRAParam(jax.random.uniform(rngs.params(), (d_in, rank), dtype, -bound, bound))
+        self.lora_b = nnx.LoRAParam(jnp.zeros((rank, d_out), dtype))
+        self.scale = alpha / rank
+        self.dropout = nnx.Dropout(dropout, rngs=rngs) if dropout > 0 else None
+        self.merged = False
+
+    def delta(self) -> Float[Array, "D_in D_out"]:
+        """The kernel update ``scale * lora_a @ lora_b`` (computed at float32 matmul precision)."""
+        ab = jnp.matmul(self.lora_a[...], self.lora_b[...], precision=jax.lax.Precision.HIGHEST)
+        return (ab * self.scale).astype(self.lora_a[...].dtype)
+
+    def __call__(self, x: Float[Array, "... D_in"]) -> Float[Array, "... D_out"]:
+        y = self.base(x)
+        if self.merged:
+            return y
+        h = x if self.dropout is None else self.dropout(x)
+        h = h.astype(self.lora_a[...].dtype)
+        return y + ((h @ self.lora_a[...]) @ self.lora_b[...] * self.scale).astype(y.dtype)
+
+
+def _check_looped(model: nnx.Module, what: str) -> None:
+    if getattr(getattr(model, "cfg", None), "scan_layers", False):
+        raise ValueError(
+            f"{what} needs the looped form: this model stacks its blocks (scan_layers=True), so a block is not a "
+            "separate module. Load it with scan_layers=False."
+        )
+
+
+def _lora_layers(model: nnx.Module) -> list[LoRALinear]:
+    return [m for _, m in nnx.iter_modules(model) if isinstance(m, LoRALinear)]
+
+
+def apply_lora(model: nnx.Module, cfg: LoRAConfig, *, rngs: nnx.Rngs) -> nnx.Module:
+    """Wrap every targeted ``nnx.Linear`` attribute of ``model`` in a :class:`LoRALinear`, in place.
+
+    Returns:
+        ``model`` (for chaining).
+
+    Raises:
+        ValueError: scanned layers, adapters already present, or a target name that matches no ``nnx.Linear``
+            (the message lists the linear attribute names the model has).
+    """
+    _check_looped(model, "LoRA")
+    if _lora_layers(model):
+        raise ValueError("model already has LoRA adapters")
+    targets = cfg.target_modules or DEFAULT_TARGETS.get(type(model).__name__, ())
+    if not targets:
+        raise ValueError(f"no target_modules given and no default for {type(model).__name__}")
+    found, linear_names = set(), set()
+    for _, module in list(nnx.iter_modules(model)):
+        for name, child in list(vars(module).items()):
+            if not isinstance(child, nnx.Linear):
+                continue
+            linear_names.add(name)
+            if name in targets:
+                wrapped = LoRALinear(child, rank=cfg.rank, alpha=cfg.alpha, dropout=cfg.dropout, rngs=rngs)
+                setattr(module, name, wrapped)
+                found.add(name)
+    missing = sorted(set(targets) - found)
+    if missing:
+        raise ValueError(f"LoRA target modules {missing} match no nnx.Linear; linear layers: {sorted(linear_names)}")
+    return model
+
+
+def merge_lora(model: nnx.Module) -> nnx.Module:
+    """Fold every adapter into its base kernel in place (``kernel += scale * A @ B``); calls skip the adapter."""
+    for layer in _lora_layers(model):
+        if not layer.merged:
+            layer.base.kernel[...] = layer.base.kernel[...] + layer.delta()
+            layer.merged = True
+    return model
+
+
+def unmerge_lora(model: nnx.Module) -> nnx.Module:
+    """Undo :func:`merge_lora` in place (``kernel -= scale * A @ B``; exact up to float rounding)."""
+    for layer in _lora_layers(model):
+        if layer.merged:
+            layer.base.kernel[...] = layer.base.kernel[...] - layer.delta()
+            layer.merged = False
+    return model
+
+
+def merge_and_unload(model: nnx.Module) -> nnx.Module:
+    """A copy of ``model`` with every adapter folded in and every :class:`LoRALinear` replaced by its base
+    ``nnx.Linear``: the original architecture, ready for ``save_pretrained``. ``model`` is left unchanged."""
+    plain = nnx.clone(model)
+    merge_lora(plain)
+    for _, module in list(nnx.iter_modules(plain)):
+        for name, child in list(vars(module).items()):
+            if isinstance(child, LoRALinear):
+                setattr(module, name, child.base)
+    return plain
+
+
+# ----------------------------------------------------------------------------------------------- freezing
+
+
+def frozen_filter(model: nnx.Module, *, num_frozen_blocks: int, freeze_embeddings: bool = True) -> nnx.filterlib.Filter:
+    """A path filter selecting the input embedding (if ``freeze_embeddings``) and blocks ``0 .. N-1``.
+
+    Raises:
+        ValueError: N outside ``[0, L]``, or N > 0 on the scanned form.
+    """
+    num_layers = model.cfg.num_hidden_layers
+    if not 0 <= num_frozen_blocks <= num_layers:
+        raise ValueError(f"num_frozen_blocks must be in [0, {num_layers}], got {num_frozen_blocks}")
+    if num_frozen_blocks:
+        _check_looped(model, "freezing the first blocks")
+    embed = EMBEDDINGS.get(type(model).__name__) if freeze_embeddings else None
+    if freeze_embeddings and embed is None:
+        raise ValueError(f"unknown embedding attribute for {type(model).__name__}")
+
+    def frozen(path: tuple, value: Any) -> bool:
+        del value
+        if embed is not None and path[:1] == (embed,):
+            return True
+        return len(path) > 1 and path[0] == "layers" and isinstance(path[1], int) and path[1] < num_frozen_blocks
+
+    return frozen
+
+
+def has_lora(model: nnx.Module) -> bool:
+    return bool(_lora_layers(model))
+
+
+def trainable_filter(
+    model: nnx.Module, *, num_frozen_blocks: int = 0, freeze_embeddings: bool = False, lora: bool | None = None
+) -> nnx.filterlib.Filter:
+    """The filter of trainable variables, for ``nnx.Optimizer(model, tx, wrt=...)`` or ``nnx.split``.
+
+    With LoRA (``lora=None`` detects adapters) only ``nnx.LoRAParam`` trains; otherwise every ``nnx.Param``.
+    Either way, the embedding (when ``freeze_embeddings``) and blocks ``0 .. num_frozen_blocks-1`` are excluded.
+    """
+    lora = has_lora(model) if lora is None else lora
+    base = nnx.LoRAParam if lora else nnx.Param
+    if not num_frozen_blocks and not freeze_embeddings:
+        return base
+    frozen = frozen_filter(model, num_frozen_blocks=num_frozen_blocks, freeze_embeddings=freeze_embeddings)
+    return nnx.All(base, nnx.Not(frozen))
+
+
+def trainable_mask(params: nnx.State, trainable: nnx.filterlib.Filter) -> nnx.State:
+    """A bool tree over ``params`` (e.g. ``nnx.state(model, nnx.Param)``): True where ``trainable`` matches."""
+    predicate = nnx.filterlib.to_predicate(trainable)
+    return nnx.map_state(lambda path, v: bool(predicate(path, v)), params)
+
+
+def masked_tx(tx: optax.GradientTransformation, mask: nnx.State) -> optax.GradientTransformation:
+    """``tx`` on the trainable leaves, zero updates (and no optimizer state, no weight decay) on the rest.
+
+    Use with a step over *all* parameters; ``optax.masked`` alone would pass frozen gradients through unchanged.
+    """
+    labels = jax.tree.map(lambda m: "trainable" if m else "frozen", mask)
+    return optax.multi_transform({"trainable": tx, "frozen": optax.set_to_zero()}, labels)
