@@ -1,0 +1,193 @@
+"""Orbax save/restore of NNX state (parameters, optimizer state) plus the step counter.
+
+Any pytree of arrays is stored: an ``nnx.State`` of a model, the state of an ``nnx.Optimizer``, a
+``(params, opt_state, step)`` tuple of a pure train step. The tree is written as a nested dict of its key paths
+(dict keys, attribute names, sequence indices as strings), so the files do not depend on Python classes, and it
+is read back into the structure of an *abstract* target::
+
+    abstract = nnx.state(nnx.eval_shape(lambda: Model(cfg, rngs=nnx.Rngs(0))))
+    save(path, {"params": nnx.state(model)}, step=100)
+    restored, step = restore(path, {"params": abstract})
+
+Before reading any array, the checkpoint's metadata is compared with the target, and a missing or malformed
+checkpoint raises :class:`CheckpointError` naming the path and every missing, unexpected or mis-shaped entry.
+:func:`save_train_state` / :func:`restore_train_state` wrap this for a model and an optional ``nnx.Optimizer``
+(restored in place with ``nnx.update``).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+import flax.nnx as nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+
+Path = tuple[str, ...]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, unreadable or does not match the target structure."""
+
+
+def _part(key: Any) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def _flatten(tree: Any) -> tuple[dict[Path, Any], Any, list[Path]]:
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    flat = {tuple(_part(k) for k in path): leaf for path, leaf in leaves}
+    if len(flat) != len(leaves):
+        raise CheckpointError("two leaves of the tree map to the same checkpoint key")
+    return flat, treedef, [tuple(_part(k) for k in path) for path, _ in leaves]
+
+
+def _nest(flat: dict[Path, Any]) -> dict:
+    tree: dict = {}
+    for path, value in flat.items():
+        node = tree
+        for k in path[:-1]:
+            node = node.setdefault(k, {})
+        node[path[-1]] = value
+    return tree
+
+
+def _unnest(tree: Any, prefix: Path = ()) -> dict[Path, Any]:
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    flat = {}
+    for k, v in tree.items():
+        flat.update(_unnest(v, prefix + (str(k),)))
+    return flat
+
+
+def _default_sharding() -> jax.sharding.Sharding:
+    return jax.sharding.SingleDeviceSharding(jax.devices()[0])
+
+
+def _abstract(leaf: Any) -> jax.ShapeDtypeStruct:
+    sharding = getattr(leaf, "sharding", None) or _default_sharding()
+    dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+    return jax.ShapeDtypeStruct(np.shape(leaf), dtype, sharding=sharding)
+
+
+def _is_key(leaf: Any) -> bool:
+    return hasattr(leaf, "dtype") and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+
+
+def _key_impl(leaf: Any):
+    """The PRNG implementation of a typed key or of its abstract value (``nnx.eval_shape`` gives the latter)."""
+    if isinstance(leaf, jax.ShapeDtypeStruct):
+        return leaf.dtype._impl  # no public accessor for abstract keys
+    return jax.random.key_impl(leaf)
+
+
+def _storable(leaf: Any) -> Any:
+    """Typed PRNG keys (``nnx.Rngs`` state) are stored as their raw key data."""
+    return jax.random.key_data(leaf) if _is_key(leaf) else leaf
+
+
+def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = False) -> pathlib.Path:
+    """Write ``tree`` (any pytree of arrays) and ``step`` to ``directory`` (created; must not exist unless
+    ``force``). Returns the absolute path. Blocks until the write has finished."""
+    path = pathlib.Path(directory).absolute()
+    flat, _, _ = _flatten(tree)
+    item = {"state": _nest({p: _storable(v) for p, v in flat.items()}), "step": jnp.asarray(step, jnp.int32)}
+    ckptr = ocp.StandardCheckpointer()
+    ckptr.save(path, item, force=force)
+    ckptr.wait_until_finished()
+    return path
+
+
+def _check(path: pathlib.Path, stored: dict[Path, Any], target: dict[Path, jax.ShapeDtypeStruct]) -> None:
+    missing = sorted(".".join(p) for p in target if p not in stored)
+    unexpected = sorted(".".join(p) for p in stored if p not in target)
+    mismatched = [
+        f"{'.'.join(p)}: stored {tuple(stored[p].shape)} {stored[p].dtype}, expected {t.shape} {t.dtype}"
+        for p, t in target.items()
+        if p in stored and (tuple(stored[p].shape) != tuple(t.shape) or np.dtype(stored[p].dtype) != np.dtype(t.dtype))
+    ]
+    if missing or unexpected or mismatched:
+        lines = [f"checkpoint {path} does not match the target state:"]
+        for title, items in (("missing", missing), ("unexpected", unexpected), ("shape/dtype mismatches", mismatched)):
+            if items:
+                lines += [f"{title} ({len(items)}):"] + [f"  {item}" for item in items]
+        raise CheckpointError("\n".join(lines))
+
+
+def restore(directory: str | os.PathLike, abstract: Any) -> tuple[Any, int]:
+    """Read a checkpoint written by :func:`save` into the structure of ``abstract``.
+
+    Args:
+        abstract: the target pytree; leaves may be ``jax.ShapeDtypeStruct`` (``nnx.eval_shape``) or arrays.
+
+    Returns:
+        ``(tree, step)`` with ``tree`` structured like ``abstract``.
+
+    Raises:
+        CheckpointError: no checkpoint at the path, an unreadable one, or entries that are missing, unexpected
+            or of the wrong shape/dtype (all listed).
+    """
+    path = pathlib.Path(directory).absolute()
+    if not path.is_dir():
+        raise CheckpointError(f"no checkpoint at {path}")
+    ckptr = ocp.StandardCheckpointer()
+    try:
+        meta = ckptr.metadata(path).item_metadata.tree
+        stored = _unnest(meta["state"])
+    except Exception as e:  # orbax raises several types for unreadable folders
+        raise CheckpointError(f"checkpoint {path} is malformed or unreadable: {type(e).__name__}: {e}") from e
+    flat, treedef, order = _flatten(abstract)
+    target = {p: _abstract(jax.eval_shape(_storable, leaf) if _is_key(leaf) else leaf) for p, leaf in flat.items()}
+    _check(path, stored, target)
+    item = {"state": _nest(target), "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=_default_sharding())}
+    try:
+        restored = ckptr.restore(path, item)
+    except Exception as e:
+        raise CheckpointError(f"checkpoint {path} could not be read: {type(e).__name__}: {e}") from e
+    values = _unnest(restored["state"])
+    leaves = [
+        jax.random.wrap_key_data(values[p], impl=_key_impl(flat[p])) if _is_key(flat[p]) else values[p]
+        for p in order
+    ]
+    return jax.tree_util.tree_unflatten(treedef, leaves), int(restored["step"])
+
+
+# ------------------------------------------------------------------------------------------- model + optimizer
+
+
+def save_train_state(
+    directory: str | os.PathLike, model: nnx.Module, optimizer: nnx.Optimizer | None = None, *, step: int,
+    force: bool = False,
+) -> pathlib.Path:
+    """Save ``nnx.state(model)`` (all variables: parameters, LoRA adapters, RNG counters) and, if given,
+    ``nnx.state(optimizer)`` with ``step``."""
+    tree = {"model": nnx.state(model)}
+    if optimizer is not None:
+        tree["optimizer"] = nnx.state(optimizer)
+    return save(directory, tree, step=step, force=force)
+
+
+def restore_train_state(
+    directory: str | os.PathLike, model: nnx.Module, optimizer: nnx.Optimizer | None = None
+) -> int:
+    """Restore a :func:`save_train_state` checkpoint into ``model`` (and ``optimizer``) in place.
+
+    ``model``/``optimizer`` may be abstract (built under ``nnx.eval_shape``); only their structure is used as the
+    target. Returns the saved step.
+    """
+    abstract = {"model": nnx.state(model)}
+    if optimizer is not None:
+        abstract["optimizer"] = nnx.state(optimizer)
+    tree, step = restore(directory, abstract)
+    nnx.update(model, tree["model"])
+    if optimizer is not None:
+        nnx.update(optimizer, tree["optimizer"])
+    return step
