@@ -231,16 +231,18 @@ def main_cpt(cfg: CPTConfig) -> dict:
 
 
 def _update_mode(cfg: CPTConfig, p: RunPreset, model):
-    """(model, trainable-filter) for full fine-tuning, freezing (embeddings + first N blocks) or LoRA."""
+    """(model, trainable-mask factory) for full fine-tuning, freezing (embeddings + first N blocks, §4.4) or LoRA
+    (§4.6 with alpha = 2r; adapter dropout 0 here because the step keeps no RNG state across steps)."""
     from cfka_jax.continual import peft
 
     if cfg.update == "full":
         return model, None
     if cfg.update == "freeze":
         n = cfg.freeze_layers if cfg.freeze_layers is not None else p.freeze_layers
-        return model, peft.freeze_trainable(model, num_layers=n)
-    rank = cfg.lora_rank if cfg.lora_rank is not None else p.lora_rank
-    return peft.lora_model(model, rank=rank)
-
-
-__all__ = ["CPTConfig", "PTConfig", "build_model", "main_cpt", "main_pt"]
+        filt = peft.trainable_filter(model, num_frozen_blocks=n, freeze_embeddings=True)
+    else:
+        rank = cfg.lora_rank if cfg.lora_rank is not None else p.lora_rank
+        model = peft.apply_lora(model, peft.LoRAConfig(rank=rank, alpha=2.0 * rank, dropout=0.0),
+                                rngs=nnx.Rngs(cfg.seed))
+        filt = peft.trainable_filter(model)
+    return model, lambda params: peft.trainable_mask(params, filt)

@@ -69,5 +69,6 @@ def make_optimizer(cfg: OptimConfig, trainable=None) -> optax.GradientTransforma
     )
     if trainable is None:
         return adamw
-    labels = jax.tree.map(lambda t: "train" if t else "freeze", trainable)
-    return optax.multi_transform({"train": adamw, "freeze": optax.set_to_zero()}, labels)
+    from cfka_jax.continual.peft import masked_tx
+
+    return masked_tx(adamw, trainable)

@@ -36,6 +36,15 @@ def test_cpt_methods_run_from_the_pt_checkpoint(pt_run, method):
     assert final["Continual/n"] > 0 and final["Original/n"] > 0
 
 
+@pytest.mark.parametrize("update", ["freeze", "lora"])
+def test_cpt_update_modes(pt_run, update):
+    root, _ = pt_run
+    cfg = bio.CPTConfig(preset="smoke", update=update, out=str(root / f"cpt-{update}"), cache_dir=str(root / "cache"),
+                        progress=False)
+    final = bio.main_cpt(cfg)
+    assert final["step"] == bio.PRESETS["smoke"].cpt_steps
+
+
 def test_shipped_presets_and_configs_parse():
     for name in bio.PRESETS:
         bio.PTConfig(preset=name)
