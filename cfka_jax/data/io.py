@@ -5,7 +5,7 @@
   line and name the file, line and key of the first problem.
 * Tokenised split: one Parquet file (columns input_ids: list<int32>, pid, number, idx: list<int32>[5],
   idx2: list<int32>[5]), readable with ``datasets.load_dataset("parquet", data_files=...)`` as well.
-* Packed chunks with their FTA targets: one ``.npz``.
+* Packed chunks with their FTA targets: one compressed ``.npz``.
 
 ``config_hash`` keys caches: a hash of a config's fields plus the bytes of every file it points to.
 """
@@ -203,7 +203,7 @@ def save_packed(packed: Packed, fta: FtaTargets | None, path: str | os.PathLike)
     arrays = {f"packed_{k}": np.asarray(v) for k, v in dataclasses.asdict(packed).items()}
     if fta is not None:
         arrays.update({f"fta_{k}": np.asarray(v) for k, v in dataclasses.asdict(fta).items()})
-    np.savez(os.fspath(path), **arrays)
+    np.savez_compressed(os.fspath(path), **arrays)
 
 
 def load_packed(path: str | os.PathLike) -> tuple[Packed, FtaTargets | None]:
