@@ -27,7 +27,6 @@ Minibatches draw each sample from Pr_α independently, i.e. a sample is new with
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import NamedTuple
 
 import jax
@@ -38,7 +37,7 @@ from cfka_jax.shapes import Array, Float, Int
 from cfka_jax.theory.model import YZParams, yz_logits
 from cfka_jax.theory.optimum import reference_optimum
 from cfka_jax.theory.train import SGDConfig, scan_logged
-from cfka_jax.theory.world import FactWorld
+from cfka_jax.theory.world import FactWorld, world_from_emissions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,27 +136,7 @@ def _world_from_facts(facts: dict, cfg: ContinualConfig) -> FactWorld:
     names = np.where(counts.sum(0) > 0, counts / np.maximum(counts.sum(0), 1.0), 1.0 / N)
     rel = (np.arange(O)[None, :] // cfg.objects_per_relation == np.arange(R)[:, None]).astype(float)
     emissions = [(1 - eps) * m + eps / m.shape[0] for m in (names, rel, np.ones((1, O)), np.ones((1, O)))]
-    sizes = [N, R, 1, 1]
-    offsets = np.cumsum([0] + sizes)
-    local = np.array(list(itertools.product(*[range(n) for n in sizes])), dtype=np.int64)
-    joint = np.broadcast_to(pr_o, (local.shape[0], O)).copy()
-    for j, em in enumerate(emissions):
-        joint *= em[local[:, j]]
-    num_x = int(offsets[-1])
-    pr_s = np.zeros((num_x + O, O))
-    pr_s[:num_x] = np.concatenate(emissions, axis=0)
-    fdt = jax.dtypes.canonicalize_dtype(np.float64)
-    kinds = ("name",) * N + ("relation",) * R + ("template", "query") + ("object",) * O
-    return FactWorld(
-        contexts=jnp.asarray(local + offsets[:-1], dtype=jnp.int32),
-        joint=jnp.asarray(joint / joint.sum(), dtype=fdt),
-        pr_o=jnp.asarray(pr_o, dtype=fdt),
-        pr_s_given_o=jnp.asarray(pr_s, dtype=fdt),
-        objects=jnp.arange(num_x, num_x + O, dtype=jnp.int32),
-        context_tokens=jnp.arange(num_x, dtype=jnp.int32),
-        token_kinds=kinds,
-        query_token=num_x - 1,
-    )
+    return world_from_emissions(pr_o, emissions, ("name", "relation", "template", "query"))
 
 
 def _fact_set(facts: dict, cfg: ContinualConfig, keys) -> FactSet:

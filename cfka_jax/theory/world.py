@@ -192,18 +192,30 @@ def _slot_emission(rng, slot: SlotSpec, num_objects: int, smoothing: float) -> n
 def make_world(cfg: WorldConfig) -> FactWorld:
     """Builds the enumerated world described by ``cfg`` (deterministic in ``cfg.seed``)."""
     rng = np.random.default_rng(cfg.seed)
-    num_o, num_x = cfg.num_objects, cfg.num_context_tokens
-    pr_o = _zipf(num_o, cfg.object_skew)[rng.permutation(num_o)]
-    emissions = [_slot_emission(rng, s, num_o, cfg.smoothing) for s in cfg.slots]
-    offsets = np.cumsum([0] + [s.size for s in cfg.slots])
-    grids = [np.arange(s.size) for s in cfg.slots]
-    local = np.array(list(itertools.product(*grids)), dtype=np.int64).reshape(-1, len(cfg.slots))
+    pr_o = _zipf(cfg.num_objects, cfg.object_skew)[rng.permutation(cfg.num_objects)]
+    emissions = [_slot_emission(rng, s, cfg.num_objects, cfg.smoothing) for s in cfg.slots]
+    return world_from_emissions(pr_o, emissions, tuple(s.kind for s in cfg.slots))
+
+
+def world_from_emissions(pr_o: np.ndarray, emissions: list[np.ndarray], slot_kinds: tuple[str, ...]) -> FactWorld:
+    """Enumerates Pr(X, o) = Pr(o) Π_k Pr(x_k | o) over every context of per-slot emissions.
+
+    Args:
+      pr_o: Pr(o), shape (O,).
+      emissions: one (size_k, O) matrix Pr(v | o) per slot, columns summing to 1; the last slot is the query.
+      slot_kinds: the kind of each slot (``SLOT_KINDS``).
+    """
+    num_o = pr_o.shape[0]
+    sizes = [em.shape[0] for em in emissions]
+    offsets = np.cumsum([0] + sizes)
+    local = np.array(list(itertools.product(*[range(n) for n in sizes])), dtype=np.int64).reshape(-1, len(sizes))
     joint = np.broadcast_to(pr_o, (local.shape[0], num_o)).copy()
     for k, em in enumerate(emissions):
         joint *= em[local[:, k]]
-    pr_s = np.zeros((cfg.vocab_size, num_o))
+    num_x = int(offsets[-1])
+    pr_s = np.zeros((num_x + num_o, num_o))
     pr_s[:num_x] = np.concatenate(emissions, axis=0)
-    kinds = tuple(s.kind for s in cfg.slots for _ in range(s.size)) + ("object",) * num_o
+    kinds = tuple(kind for kind, n in zip(slot_kinds, sizes) for _ in range(n)) + ("object",) * num_o
     fdt = jax.dtypes.canonicalize_dtype(np.float64)
     return FactWorld(
         contexts=jnp.asarray(local + offsets[:-1], dtype=jnp.int32),
@@ -213,7 +225,7 @@ def make_world(cfg: WorldConfig) -> FactWorld:
         objects=jnp.arange(num_x, num_x + num_o, dtype=jnp.int32),
         context_tokens=jnp.arange(num_x, dtype=jnp.int32),
         token_kinds=kinds,
-        query_token=int(offsets[-1] - 1),
+        query_token=num_x - 1,
     )
 
 

@@ -1,6 +1,5 @@
 """A tiny Qwen-architecture LM and batches for the continual-learning tests (prime sizes)."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx

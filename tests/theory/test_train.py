@@ -3,8 +3,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cfka_jax.theory.model import YZParams, init_yz, yz_loss
-from cfka_jax.theory.train import Rates, SGDConfig, gradient_flow, minibatch, population_grad, rk4_step, train_sgd
+from cfka_jax.theory.model import init_yz, yz_loss
+from cfka_jax.theory.train import Rates, SGDConfig, gradient_flow, minibatch, train_sgd
 from cfka_jax.theory.world import WorldConfig, full_batch, make_world
 
 
