@@ -52,17 +52,27 @@ class RunPreset:
     ckpt_every: int = 0
     freeze_layers: int = 1
     lora_rank: int = 8
+    people: tuple[int, int] | None = None  # (PT, CPT) population sizes overriding the data preset
+    seq_len: int | None = None  # chunk length overriding the data preset
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def data_config(self):
+        """The data preset with this run preset's overrides."""
+        cfg = data_preset(self.data)
+        if self.people is not None:
+            bio_cfg = dataclasses.replace(cfg.bio, num_pt_people=self.people[0], num_cpt_people=self.people[1])
+            cfg = dataclasses.replace(cfg, bio=bio_cfg)
+        return dataclasses.replace(cfg, seq_len=self.seq_len) if self.seq_len is not None else cfg
 
 
 PRESETS = {
     "smoke": RunPreset("smoke", hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64, batch=4, pt_steps=12,
                        cpt_steps=6, pt_lr=(3e-3, 3e-4, 2), cpt_lr=(1e-3, 1e-4, 1)),
-    "small": RunPreset("small", hidden=128, layers=4, heads=4, kv_heads=2, intermediate=384, batch=16, pt_steps=1500,
-                       cpt_steps=400, pt_lr=(2e-3, 1e-4, 100), cpt_lr=(1e-3, 1e-4, 40), eval_every=250,
-                       ckpt_every=250, freeze_layers=2, lora_rank=16),
+    "small": RunPreset("small", hidden=96, layers=3, heads=4, kv_heads=2, intermediate=288, batch=16, pt_steps=2000,
+                       cpt_steps=400, pt_lr=(3e-3, 1e-4, 100), cpt_lr=(1e-3, 1e-4, 40), eval_every=250,
+                       ckpt_every=250, freeze_layers=1, lora_rank=16, people=(150, 50), seq_len=128),
     "paper": RunPreset("paper", hidden=768, layers=12, heads=12, kv_heads=12, intermediate=3072, batch=48,
                        pt_steps=320_000, cpt_steps=80_000, pt_lr=(1e-3, 5e-5, 1000), cpt_lr=(5e-5, 1e-5, 250),
                        eval_every=5000, ckpt_every=5000, freeze_layers=6, lora_rank=128),
@@ -164,7 +174,7 @@ def main_pt(cfg: PTConfig) -> dict:
     """Runs (or resumes) PT and returns the final metrics ([Train] = PT train bios, Original = PT test bios)."""
     p, out = PRESETS[cfg.preset], pathlib.Path(cfg.out)
     write_config(cfg, out, p)
-    bundle = build_data(data_preset(p.data), cfg.cache_dir)
+    bundle = build_data(p.data_config(), cfg.cache_dir)
     model = build_model(p, cfg.arch, len(bundle.tokenizer), cfg.seed)
     batcher = EpochBatcher(bundle.splits["pt_train"].docs(), seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
                            batch_size=p.batch, seed=cfg.seed, doc_mask=bundle.config.doc_mask)
@@ -216,7 +226,7 @@ def main_cpt(cfg: CPTConfig) -> dict:
                          cache_dir=cfg.cache_dir, progress=cfg.progress))
     p, out = PRESETS[cfg.preset], pathlib.Path(cfg.out)
     write_config(cfg, out, p)
-    bundle = build_data(data_preset(p.data), cfg.cache_dir)
+    bundle = build_data(p.data_config(), cfg.cache_dir)
     model, graphdef, params, rest = _load_pt_params(cfg, p, len(bundle.tokenizer))
     penalty = _ewc(cfg, bundle, graphdef, params, rest) if cfg.method == "ewc" else None
     model, trainable = _update_mode(cfg, p, model)
