@@ -54,7 +54,7 @@ def _biography(args: argparse.Namespace) -> int:
                                            ewc_lambda=args.ewc_lambda, ewc_fisher=args.ewc_fisher,
                                            freeze_layers=args.freeze_layers, lora_rank=args.lora_rank,
                                            pt_dir=args.pt_dir))
-    print(json.dumps({k: v for k, v in final.items() if "/" not in k or k.endswith("FTA")}, indent=1))
+    print(json.dumps({k: v for k, v in final.items() if k.count("/") <= 1}, indent=1))
     return 0
 
 

@@ -52,6 +52,7 @@ class RunPreset:
     ckpt_every: int = 0
     freeze_layers: int = 1
     lora_rank: int = 8
+    em_docs: int = 20  # test biographies per set scored by generation EM at the end of a run
     people: tuple[int, int] | None = None  # (PT, CPT) population sizes overriding the data preset
     seq_len: int | None = None  # chunk length overriding the data preset
 
@@ -69,13 +70,13 @@ class RunPreset:
 
 PRESETS = {
     "smoke": RunPreset("smoke", hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64, batch=4, pt_steps=12,
-                       cpt_steps=6, pt_lr=(3e-3, 3e-4, 2), cpt_lr=(1e-3, 1e-4, 1)),
+                       cpt_steps=6, pt_lr=(3e-3, 3e-4, 2), cpt_lr=(1e-3, 1e-4, 1), em_docs=4),
     "small": RunPreset("small", hidden=96, layers=3, heads=4, kv_heads=2, intermediate=288, batch=16, pt_steps=2000,
                        cpt_steps=400, pt_lr=(3e-3, 1e-4, 100), cpt_lr=(1e-3, 1e-4, 40), eval_every=250,
-                       ckpt_every=250, freeze_layers=1, lora_rank=16, people=(150, 50), seq_len=128),
+                       ckpt_every=250, freeze_layers=1, lora_rank=16, em_docs=100, people=(150, 50), seq_len=128),
     "paper": RunPreset("paper", hidden=768, layers=12, heads=12, kv_heads=12, intermediate=3072, batch=48,
                        pt_steps=320_000, cpt_steps=80_000, pt_lr=(1e-3, 5e-5, 1000), cpt_lr=(5e-5, 1e-5, 250),
-                       eval_every=5000, ckpt_every=5000, freeze_layers=6, lora_rank=128),
+                       eval_every=5000, ckpt_every=5000, freeze_layers=6, lora_rank=128, em_docs=20_000),
 }
 
 
@@ -164,6 +165,19 @@ def _loop(p: RunPreset, steps: int, progress: bool) -> LoopConfig:
                       progress=progress)
 
 
+def _em(graphdef, params, rest, bundle, sets: dict, p: RunPreset, seed: int) -> dict:
+    """Generation EM (T = 0.2, 32 new tokens, clean prompts) on the first ``p.em_docs`` biographies of each set."""
+    from cfka_jax.continual.em import em_prompts, exact_match_rate
+
+    model = nnx.merge(graphdef, params, rest)
+    out = {}
+    for name, split in sets.items():
+        prompts, skipped = em_prompts(bundle.splits[split], bundle.world.people, bundle.tokenizer, max_docs=p.em_docs)
+        res = exact_match_rate(model, prompts, bundle.tokenizer, key=jax.random.key(seed))
+        out.update({f"{name}/{k}": v for k, v in res.items()} | {f"{name}/EM_skipped": skipped})
+    return out
+
+
 def _finish(out: pathlib.Path, evaluate, state, extra: dict) -> dict:
     final = {"step": int(state.step), **evaluate(state.params, int(state.step)), **extra}
     (out / "final.json").write_text(json.dumps(final, indent=1))
@@ -182,7 +196,8 @@ def main_pt(cfg: PTConfig) -> dict:
     factory = lambda g, r: fta_evaluator(g, r, sets)  # noqa: E731
     state, graphdef, rest = train_lm(model, batcher, opt=_opt(p.pt_lr, p.pt_steps), loop=_loop(p, p.pt_steps,
                                      cfg.progress), out_dir=out, evaluate_factory=factory)
-    return _finish(out, factory(graphdef, rest), state, {"epochs": p.pt_steps / batcher.steps_per_epoch})
+    em = _em(graphdef, state.params, rest, bundle, {"Original": "pt_test"}, p, cfg.seed)
+    return _finish(out, factory(graphdef, rest), state, {"epochs": p.pt_steps / batcher.steps_per_epoch, **em})
 
 
 def _load_pt_params(cfg: CPTConfig, p: RunPreset, vocab_size: int):
@@ -237,7 +252,8 @@ def main_cpt(cfg: CPTConfig) -> dict:
     state, graphdef, rest = train_lm(model, batcher, opt=_opt(p.cpt_lr, p.cpt_steps), loop=_loop(p, p.cpt_steps,
                                      cfg.progress), out_dir=out, evaluate_factory=factory, penalty=penalty,
                                      trainable=trainable)
-    return _finish(out, factory(graphdef, rest), state, {"epochs": p.cpt_steps / batcher.steps_per_epoch})
+    em = _em(graphdef, state.params, rest, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, cfg.seed)
+    return _finish(out, factory(graphdef, rest), state, {"epochs": p.cpt_steps / batcher.steps_per_epoch, **em})
 
 
 def _update_mode(cfg: CPTConfig, p: RunPreset, model):
