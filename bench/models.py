@@ -1,0 +1,282 @@
+"""Benchmark: the Flax NNX model ports against HF torch (eager mode) on this CPU, same config and batch.
+
+    python bench/models.py forward   [--family pythia|qwen] [--batch 8] [--seq 128]
+    python bench/models.py train     [--family pythia|qwen] [--batch 8] [--seq 128]
+    python bench/models.py generate  [--family pythia|qwen] [--batch 8] [--prompt 32] [--new 64]
+
+Model: a random-init ~17M-parameter fp32 model built from the same HF config on both sides (Pythia: 6 layers,
+D = 384, 6 heads, F = 1536, V = 8192, untied head; the Qwen variant is the Qwen2 analogue with 2 KV heads).
+The JAX weights are converted from the torch model, so both compute the same function.
+
+* forward: logits of ``[B, S]`` tokens; JAX ``jax.jit`` over split state vs torch ``inference_mode``.
+* train: one AdamW step (forward, backward, update) on the next-token loss; JAX whole-step jit with donated
+  params/optimizer state vs torch ``loss.backward(); opt.step()``.
+* generate: greedy KV-cached decoding of ``--new`` tokens for ``B`` prompts; ours (one jitted while-loop) vs HF
+  ``generate(do_sample=False)`` (min_new_tokens = max_new_tokens, no EOS).
+
+Achieved GFLOP/s use the analytic matmul FLOPs (2 per multiply-add: projections, attention scores and values
+over the full S x S square as both implementations compute it, LM head; x3 for a training step) and are compared
+with the machine's fp32 matmul peak measured here (best of a 2048^3 ``jnp`` and ``numpy`` matmul). Timings are
+medians over ``--iters`` runs after compilation/warm-up (compilation is reported separately). torch uses
+``torch.get_num_threads()`` threads; XLA uses all cores unless ``--threads 1`` (then both, and the matmul peak,
+run single-threaded; on a machine shared with other jobs this is the stable setting: with 2 threads on 2 busy
+cores torch's OpenMP workers stall, HF generate slowed ~20x in our runs). Prints a table and ends with one JSON
+line of figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+
+def _threads_from_argv() -> int | None:
+    """``--threads N`` must act before numpy/jax/torch start their thread pools, so it is read here."""
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return int(sys.argv[i + 1])
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return None
+
+
+THREADS = _threads_from_argv()
+if THREADS is not None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(THREADS)
+    if THREADS == 1:
+        os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+
+import flax.nnx as nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from cfka_jax import models
+from cfka_jax.models import generate as gen
+
+
+def hf_config(family: str):
+    import transformers
+
+    common = dict(vocab_size=8192, hidden_size=384, intermediate_size=1536, num_hidden_layers=6,
+                  num_attention_heads=6, max_position_embeddings=512, tie_word_embeddings=False)
+    if family == "pythia":
+        return transformers.GPTNeoXConfig(**common, rotary_pct=0.25), transformers.GPTNeoXForCausalLM
+    return transformers.Qwen2Config(**common, num_key_value_heads=2), transformers.Qwen2ForCausalLM
+
+
+def build(family: str):
+    """(torch model, NNX model) with identical weights."""
+    import torch
+
+    torch.manual_seed(0)
+    config, cls = hf_config(family)
+    hf = cls(config).eval()
+    with tempfile.TemporaryDirectory() as d:
+        hf.save_pretrained(d)
+        model = models.from_pretrained(d)
+    return hf, model
+
+
+def matmul_flops(cfg, batch: int, seq: int) -> float:
+    """Forward matmul FLOPs for ``[batch, seq]`` tokens (2 per multiply-add)."""
+    d, f, v, layers = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
+    n, h = cfg.num_attention_heads, d // cfg.num_attention_heads
+    kv = getattr(cfg, "num_key_value_heads", n)
+    mlp_mats = 2 if hasattr(cfg, "rotary_pct") else 3  # GELU MLP vs SwiGLU
+    per_token = layers * (d * (n + 2 * kv) * h + n * h * d + mlp_mats * d * f) + d * v
+    attention = layers * 2 * n * h * seq  # scores + values, full square
+    return 2.0 * batch * seq * (per_token + attention)
+
+
+def timed(fn, iters: int) -> float:
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def timed_pair(fn_a, fn_b, iters: int) -> tuple[float, float]:
+    """Medians of ``fn_a`` and ``fn_b`` timed alternately, so both see the same background load."""
+    ta, tb = [], []
+    for _ in range(iters):
+        ta.append(timed(fn_a, 1))
+        tb.append(timed(fn_b, 1))
+    return statistics.median(ta), statistics.median(tb)
+
+
+def matmul_peak(n: int = 2048) -> tuple[float, float]:
+    """GFLOP/s of one ``n^3`` fp32 matmul, best of 7 (a peak; background load only lowers it): (jnp, numpy)."""
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    f = jax.jit(lambda x, y: x @ y)
+    x = jnp.asarray(a)
+    f(x, x).block_until_ready()
+    t_jax = min(timed(lambda: f(x, x).block_until_ready(), 1) for _ in range(7))
+    a @ a
+    t_np = min(timed(lambda: a @ a, 1) for _ in range(7))
+    return 2.0 * n**3 / t_jax / 1e9, 2.0 * n**3 / t_np / 1e9
+
+
+# ---------------------------------------------------------------------------------------------------- forward
+
+
+def bench_forward(hf, model, args) -> dict:
+    import torch
+
+    tokens = np.random.default_rng(0).integers(0, hf.config.vocab_size, (args.batch, args.seq))
+    graphdef, state = nnx.split(model)
+    fwd = jax.jit(lambda state, t: nnx.merge(graphdef, state)(t).logits)
+    tj = jnp.asarray(tokens, jnp.int32)
+    start = time.perf_counter()
+    fwd(state, tj).block_until_ready()
+    compile_s = time.perf_counter() - start
+    tt = torch.tensor(tokens)
+    with torch.inference_mode():
+        hf(tt)
+        t_jax, t_torch = timed_pair(lambda: fwd(state, tj).block_until_ready(), lambda: hf(tt).logits, args.iters)
+        diff = float(np.abs(hf(tt).logits.numpy() - np.asarray(fwd(state, tj))).max())
+    return dict(t_jax=t_jax, t_torch=t_torch, compile_s=compile_s, flops=matmul_flops(model.cfg, *tokens.shape),
+                max_abs_logit_diff=diff)
+
+
+# ------------------------------------------------------------------------------------------------------ train
+
+
+def _nll(logits, tokens):
+    logp = jax.nn.log_softmax(logits[:, :-1], axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1))
+
+
+def bench_train(hf, model, args) -> dict:
+    import torch
+
+    tokens = np.random.default_rng(1).integers(0, hf.config.vocab_size, (args.batch, args.seq))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    tx = optax.adamw(1e-4, weight_decay=0.1)
+
+    def step(params, opt_state, tokens):
+        loss, grads = jax.value_and_grad(lambda p: _nll(nnx.merge(graphdef, p, rest)(tokens).logits, tokens))(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    step = jax.jit(step, donate_argnums=(0, 1))
+    carry = [params, tx.init(params)]
+    tj = jnp.asarray(tokens, jnp.int32)
+
+    def run():
+        carry[0], carry[1], loss = step(carry[0], carry[1], tj)
+        loss.block_until_ready()
+
+    start = time.perf_counter()
+    run()
+    compile_s = time.perf_counter() - start
+    hf.train()
+    opt = torch.optim.AdamW(hf.parameters(), lr=1e-4, weight_decay=0.1)
+    tt = torch.tensor(tokens)
+
+    def run_torch():
+        loss = hf(tt, labels=tt).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    run_torch()
+    t_jax, t_torch = timed_pair(run, run_torch, args.iters)
+    hf.eval()
+    return dict(t_jax=t_jax, t_torch=t_torch, compile_s=compile_s,
+                flops=3 * matmul_flops(model.cfg, *tokens.shape))
+
+
+# --------------------------------------------------------------------------------------------------- generate
+
+
+def bench_generate(hf, model, args) -> dict:
+    import torch
+
+    prompts = np.random.default_rng(2).integers(0, hf.config.vocab_size, (args.batch, args.prompt)).astype(np.int32)
+    cfg = gen.SamplerConfig(max_new_tokens=args.new, temperature=0.0)
+    key = jax.random.key(0)
+
+    def ours():
+        return gen.generate(model, prompts, None, key, cfg).tokens.block_until_ready()
+
+    start = time.perf_counter()
+    first = np.asarray(ours())
+    compile_s = time.perf_counter() - start
+    tt = torch.tensor(prompts, dtype=torch.long)
+
+    def theirs():
+        with torch.inference_mode():
+            return hf.generate(tt, attention_mask=torch.ones_like(tt), max_new_tokens=args.new,
+                               min_new_tokens=args.new, do_sample=False, eos_token_id=None, pad_token_id=0)
+
+    ref = theirs()[:, args.prompt:].numpy()
+    t_jax, t_torch = timed_pair(ours, theirs, args.iters)
+    return dict(t_jax=t_jax, t_torch=t_torch, compile_s=compile_s, tokens_equal=bool((ref == first).all()),
+                rows_equal=int((ref == first).all(axis=1).sum()))
+
+
+# ------------------------------------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["forward", "train", "generate"])
+    ap.add_argument("--family", choices=["pythia", "qwen"], default="pythia")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--prompt", type=int, default=32)
+    ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads for torch, BLAS and XLA (1: single-threaded Eigen); default: all cores")
+    args = ap.parse_args()
+    import torch
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+
+    hf, model = build(args.family)
+    n_params = sum(p.numel() for p in hf.parameters())
+    peak_jnp, peak_np = matmul_peak()
+    peak = max(peak_jnp, peak_np)
+    r = {"forward": bench_forward, "train": bench_train, "generate": bench_generate}[args.what](hf, model, args)
+    tokens = args.batch * (args.new if args.what == "generate" else args.seq)
+    tps_jax, tps_torch = tokens / r["t_jax"], tokens / r["t_torch"]
+    load = os.getloadavg()[0]
+    print(f"{args.what}: {args.family} {n_params / 1e6:.1f}M params fp32, batch {args.batch}, "
+          + (f"prompt {args.prompt} + {args.new} new" if args.what == "generate" else f"seq {args.seq}")
+          + f"; {os.cpu_count()} cores, torch threads {torch.get_num_threads()}, load avg {load:.1f}")
+    print(f"{'impl':<12}{'time/call':>12}{'tokens/s':>12}{'GFLOP/s':>10}{'% peak':>8}")
+    row = {"n_params": n_params, "peak_gflops": peak, "peak_gflops_jnp": peak_jnp, "peak_gflops_numpy": peak_np, "load_avg_1m": load, **vars(args)}
+    for name, t, tps in (("jax/nnx", r["t_jax"], tps_jax), ("torch (HF)", r["t_torch"], tps_torch)):
+        gf = r["flops"] / t / 1e9 if "flops" in r else float("nan")
+        print(f"{name:<12}{t * 1e3:>10.1f}ms{tps:>12.0f}{gf:>10.1f}{100 * gf / peak:>7.1f}%")
+    print(f"ratio jax/torch tokens/s: {tps_jax / tps_torch:.2f}x; fp32 2048^3 matmul: jnp {peak_jnp:.1f}, "
+          f"numpy {peak_np:.1f} GFLOP/s (peak = the larger); "
+          f"jax compile {r['compile_s']:.1f} s")
+    extras = {k: v for k, v in r.items() if k not in ("t_jax", "t_torch")}
+    if "flops" in r:
+        extras["gflops_jax"] = r["flops"] / r["t_jax"] / 1e9
+        extras["gflops_torch"] = r["flops"] / r["t_torch"] / 1e9
+        extras["frac_peak_jax"] = extras["gflops_jax"] / peak
+    for k in ("tokens_equal", "rows_equal", "max_abs_logit_diff"):
+        if k in r:
+            print(f"{k}: {r[k]}")
+    row.update(extras, bench=f"models_{args.what}", tokens_per_s_jax=tps_jax, tokens_per_s_torch=tps_torch,
+               ratio=tps_jax / tps_torch, t_jax_s=r["t_jax"], t_torch_s=r["t_torch"])
+    print(json.dumps(row))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
