@@ -3,6 +3,7 @@
     python bench/models.py forward   [--family pythia|qwen] [--batch 8] [--seq 128]
     python bench/models.py train     [--family pythia|qwen] [--batch 8] [--seq 128]
     python bench/models.py generate  [--family pythia|qwen] [--batch 8] [--prompt 32] [--new 64]
+    python bench/models.py profile   [--family pythia|qwen]   (why the JAX train step is slow on CPU)
 
 Model: a random-init ~17M-parameter fp32 model built from the same HF config on both sides (Pythia: 6 layers,
 D = 384, 6 heads, F = 1536, V = 8192, untied head; the Qwen variant is the Qwen2 analogue with 2 KV heads).
@@ -225,12 +226,67 @@ def bench_generate(hf, model, args) -> dict:
                 rows_equal=int((ref == first).all(axis=1).sum()))
 
 
+# ---------------------------------------------------------------------------------------------------- profile
+
+
+def _train_step_time(model, tokens, iters: int) -> float:
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    tx = optax.adamw(1e-4, weight_decay=0.1)
+
+    def step(p, s):
+        loss, g = jax.value_and_grad(lambda p: _nll(nnx.merge(graphdef, p, rest)(tokens).logits, tokens))(p)
+        u, s = tx.update(g, s, p)
+        return optax.apply_updates(p, u), s, loss
+
+    f = jax.jit(step, donate_argnums=(0, 1))
+    carry = [jax.tree.map(jnp.copy, params), tx.init(params)]
+
+    def run():
+        carry[0], carry[1], loss = f(carry[0], carry[1])
+        loss.block_until_ready()
+
+    run()
+    return timed(run, iters)
+
+
+def profile(hf, model, args) -> dict:
+    """Where the JAX train step loses: a ``[B, S, D] @ [D, F]`` projection's kernel gradient contracts two axes
+    (B and S), which XLA:CPU runs far slower than the same matmul on ``[B*S, D]``. Times one GELU MLP's gradient
+    both ways and the whole train step with ``nnx.Linear`` patched (in this process only) to flatten its input."""
+    r = np.random.default_rng(0)
+    d, f = model.cfg.hidden_size, model.cfg.intermediate_size
+    x2 = jnp.asarray(r.standard_normal((args.batch * args.seq, d)), jnp.float32)
+    w1 = jnp.asarray(r.standard_normal((d, f)) * 0.05, jnp.float32)
+    w2 = jnp.asarray(r.standard_normal((f, d)) * 0.05, jnp.float32)
+    out = {}
+    for name, x in (("mlp_grad_2d_s", x2), ("mlp_grad_3d_s", x2.reshape(args.batch, args.seq, d))):
+        g = jax.jit(jax.grad(lambda a, b, x=x: jnp.sum(jax.nn.gelu(x @ a, approximate=False) @ b), argnums=(0, 1)))
+        jax.block_until_ready(g(w1, w2))
+        out[name] = timed(lambda g=g: jax.block_until_ready(g(w1, w2)), args.iters)
+    tokens = jnp.asarray(r.integers(0, model.cfg.vocab_size, (args.batch, args.seq)), jnp.int32)
+    out["train_step_s"] = _train_step_time(model, tokens, args.iters)
+    original = nnx.Linear.__call__
+
+    def flat_call(self, x):
+        y = original(self, x.reshape(-1, x.shape[-1]))
+        return y.reshape(*x.shape[:-1], y.shape[-1])
+
+    nnx.Linear.__call__ = flat_call
+    try:
+        out["train_step_2d_linear_s"] = _train_step_time(model, tokens, args.iters)
+    finally:
+        nnx.Linear.__call__ = original
+    for k, v in out.items():
+        print(f"{k:<26}{v * 1e3:9.1f} ms")
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------- main
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["forward", "train", "generate"])
+    ap.add_argument("what", choices=["forward", "train", "generate", "profile"])
     ap.add_argument("--family", choices=["pythia", "qwen"], default="pythia")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
@@ -246,6 +302,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     hf, model = build(args.family)
+    if args.what == "profile":
+        row = profile(hf, model, args)
+        print(json.dumps({"bench": "models_profile", **vars(args), **row, "load_avg_1m": os.getloadavg()[0]}))
+        return
     n_params = sum(p.numel() for p in hf.parameters())
     peak_jnp, peak_np = matmul_peak()
     peak = max(peak_jnp, peak_np)
