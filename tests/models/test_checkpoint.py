@@ -25,7 +25,7 @@ def _make(cfg=CFG):
 
 
 def _trained():
-    model, opt = _make()
+    model, opt = nnx.jit(_make)()  # one compiled init instead of one per op
     grads = jax.tree.map(jnp.ones_like, nnx.state(model, nnx.LoRAParam))
     with jax.numpy_dtype_promotion("standard"):  # optax's bias correction mixes a Python float and int32
         opt.update(model, grads)

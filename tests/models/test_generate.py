@@ -113,7 +113,7 @@ GREEDY = SamplerConfig(max_new_tokens=12, temperature=0.0)
 
 @pytest.fixture(scope="module")
 def model():
-    return QwenModel(CFG, rngs=nnx.Rngs(5))
+    return nnx.jit(lambda: QwenModel(CFG, rngs=nnx.Rngs(5)))()  # one compiled init instead of one per op
 
 
 def _run(model, prompts, key, cfg):
