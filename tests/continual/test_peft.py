@@ -179,3 +179,14 @@ def test_masked_tx_over_all_parameters_and_nnx_optimizer_wrt():
         assert (np.abs(np.asarray(u[...])).max() > 0) == (path in selected), path
     opt = nnx.Optimizer(model, optax.adamw(1e-2), wrt=wrt)
     assert len(jax.tree.leaves(opt.opt_state)) == 1 + 2 * len(selected)  # count + (mu, nu) per trainable leaf
+
+
+def test_generate_runs_lora_models_in_eval_mode_and_matches_the_merged_model():
+    from cfka_jax.models import generate as gen
+
+    model = _randomize_b(_lora(QWEN, dropout=0.3, target_modules=("q_proj",)))
+    cfg = gen.SamplerConfig(max_new_tokens=6, temperature=0.0)
+    with jax.default_matmul_precision("float32"):
+        ours = gen.generate(model, TOKENS[:, :5], None, jax.random.key(0), cfg).tokens  # dropout off inside
+        merged = gen.generate(peft.merge_and_unload(model), TOKENS[:, :5], None, jax.random.key(0), cfg).tokens
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(merged))
