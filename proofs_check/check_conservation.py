@@ -18,6 +18,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from cfka_jax.theory.conservation import derived_quantity, quoted_quantity, relative_drift
 from cfka_jax.theory.model import init_yz
@@ -79,7 +80,7 @@ def run(out_dir):
 def _plot(flow, gd, out_dir, dt_log):
     import matplotlib.pyplot as plt
 
-    t = jnp.arange(flow.shape[0]) * dt_log
+    t = np.arange(flow.shape[0]) * dt_log
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     for s in range(0, 9, 2):
         (ln,) = a.plot(t, flow[:, 0, s], "-", label=f"derived, token {s}")
