@@ -56,13 +56,13 @@ class PythiaAttention(nnx.Module):
         self.dense = _linear(cfg, d, d, bias=cfg.attention_bias, rngs=rngs)
 
     def __call__(self, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, kv):
-        b, s, _ = x_BSD.shape
+        b, s, d = x_BSD.shape
         n, h = self.cfg.num_attention_heads, self.cfg.head_dim
-        qkv_BS3NH = self.query_key_value(x_BSD).reshape(b, s, 3, n, h)
+        qkv_BS3NH = self.query_key_value(x_BSD.reshape(b * s, d)).reshape(b, s, 3, n, h)  # 2-D projection
         q_BSNH = layers.apply_rope(qkv_BS3NH[:, :, 0], ctx.cos, ctx.sin)
         k_BSNH = layers.apply_rope(qkv_BS3NH[:, :, 1], ctx.cos, ctx.sin)
         out_BSNH, probs, kv = layers.cached_attention(q_BSNH, k_BSNH, qkv_BS3NH[:, :, 2], ctx, kv)
-        return self.dense(out_BSNH.reshape(b, s, n * h)), probs, kv
+        return self.dense(out_BSNH.reshape(b * s, n * h)).reshape(b, s, d), probs, kv
 
 
 class PythiaMLP(nnx.Module):
@@ -74,7 +74,8 @@ class PythiaMLP(nnx.Module):
         self.dense_4h_to_h = _linear(cfg, cfg.intermediate_size, cfg.hidden_size, bias=True, rngs=rngs)
 
     def __call__(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S D"]:
-        return self.dense_4h_to_h(_ACT[self.act](self.dense_h_to_4h(x_BSD)))
+        x_TD = x_BSD.reshape(-1, x_BSD.shape[-1])  # 2-D projections: plain matmuls in the weight gradients
+        return self.dense_4h_to_h(_ACT[self.act](self.dense_h_to_4h(x_TD))).reshape(x_BSD.shape)
 
 
 class PythiaLayer(nnx.Module):

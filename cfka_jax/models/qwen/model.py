@@ -49,17 +49,18 @@ class QwenAttention(nnx.Module):
             self.k_norm = layers.RMSNorm(h, eps=cfg.rms_norm_eps, dtype=cfg.dtype, rngs=rngs)
 
     def __call__(self, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, kv):
-        b, s, _ = x_BSD.shape
+        b, s, d = x_BSD.shape
         n, k, h = self.cfg.num_attention_heads, self.cfg.num_key_value_heads, self.cfg.head_size
-        q_BSNH = self.q_proj(x_BSD).reshape(b, s, n, h)
-        k_BSKH = self.k_proj(x_BSD).reshape(b, s, k, h)
-        v_BSKH = self.v_proj(x_BSD).reshape(b, s, k, h)
+        x_TD = x_BSD.reshape(b * s, d)  # 2-D projections: their weight gradients are one plain matmul
+        q_BSNH = self.q_proj(x_TD).reshape(b, s, n, h)
+        k_BSKH = self.k_proj(x_TD).reshape(b, s, k, h)
+        v_BSKH = self.v_proj(x_TD).reshape(b, s, k, h)
         if self.cfg.qk_norm:
             q_BSNH, k_BSKH = self.q_norm(q_BSNH), self.k_norm(k_BSKH)
         q_BSNH = layers.apply_rope(q_BSNH, ctx.cos, ctx.sin)
         k_BSKH = layers.apply_rope(k_BSKH, ctx.cos, ctx.sin)
         out_BSNH, probs, kv = layers.cached_attention(q_BSNH, k_BSKH, v_BSKH, ctx, kv)
-        return self.o_proj(out_BSNH.reshape(b, s, n * h)), probs, kv
+        return self.o_proj(out_BSNH.reshape(b * s, n * h)).reshape(b, s, d), probs, kv
 
 
 class QwenMLP(nnx.Module):
@@ -72,7 +73,8 @@ class QwenMLP(nnx.Module):
         self.down_proj = _linear(cfg, f, d, bias=False, rngs=rngs)
 
     def __call__(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S D"]:
-        return self.down_proj(jax.nn.silu(self.gate_proj(x_BSD)) * self.up_proj(x_BSD))
+        x_TD = x_BSD.reshape(-1, x_BSD.shape[-1])
+        return self.down_proj(jax.nn.silu(self.gate_proj(x_TD)) * self.up_proj(x_TD)).reshape(x_BSD.shape)
 
 
 class QwenLayer(nnx.Module):
