@@ -178,8 +178,29 @@ def _em(graphdef, params, rest, bundle, sets: dict, p: RunPreset, seed: int) -> 
     return out
 
 
+def best_step(metrics_path: pathlib.Path, key: str) -> dict:
+    """The eval record with the highest ``key`` (the reference reports the best-hFTA step, decision #13)."""
+    records = [json.loads(line) for line in metrics_path.read_text().splitlines()]
+    evals = [r for r in records if r.get("kind") == "eval" and key in r]
+    if not evals:
+        return {}
+    best = max(evals, key=lambda r: r[key])
+    return {f"best[{key}]/{k}": v for k, v in best.items() if k == "step" or (k.count("/") == 1 and "FTA" in k)}
+
+
+def _final_eval(out: pathlib.Path, evaluate, state) -> dict:
+    """The loop's eval record at the final step, or a fresh evaluation when the run was already complete."""
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in records if r.get("kind") == "eval" and r["step"] == int(state.step)]
+    if last:
+        return {k: v for k, v in last[-1].items() if k not in ("kind", "step")}
+    return evaluate(state.params, int(state.step))
+
+
 def _finish(out: pathlib.Path, evaluate, state, extra: dict) -> dict:
-    final = {"step": int(state.step), **evaluate(state.params, int(state.step)), **extra}
+    final = {"step": int(state.step), **_final_eval(out, evaluate, state), **extra}
+    for key in ("Original/hFTA", "Continual/hFTA"):
+        final.update(best_step(out / "metrics.jsonl", key))
     (out / "final.json").write_text(json.dumps(final, indent=1))
     return final
 

@@ -23,6 +23,8 @@ def test_pt_writes_run_folder(pt_run):
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert {r["kind"] for r in records} == {"train", "eval"}
     assert 0.0 <= final["Original/sFTA"] <= 1.0 and final["Original/n"] > 0
+    best = final["best[Original/hFTA]/Original/hFTA"]
+    assert best == max(r["Original/hFTA"] for r in records if r["kind"] == "eval")
 
 
 @pytest.mark.parametrize("method", ["naive", pytest.param("ewc", marks=pytest.mark.slow),
