@@ -25,7 +25,8 @@ def eval_rows(num_chunks: int, batch_size: int, stride: int) -> list[slice]:
 def fta(logits_fn, params, packed: Packed, targets: FtaTargets, *, batch_size: int = 16, stride: int = 1) -> dict:
     """{'hFTA', 'sFTA', 'hFTA/<attr>', 'sFTA/<attr>', 'n'} of ``logits_fn(params, batch)`` on ``packed``.
 
-    Chunks are forwarded with their position ids and no attention mask, as the reference does.
+    Chunks are forwarded with their position ids and no attention mask, as the reference does (with segment ids
+    when the set was packed with document masking).
     """
     counts = FTACounts(*(jnp.zeros(len(ATTRIBUTES), jnp.float32),) * 3)
     count_fn = jax.jit(fta_counts)
@@ -36,6 +37,8 @@ def fta(logits_fn, params, packed: Packed, targets: FtaTargets, *, batch_size: i
         pad = batch_size - tokens.shape[0]  # keep one compiled shape: pad the last block with ignored rows
         batch = {"tokens": jnp.asarray(np.pad(tokens, ((0, pad), (0, 0))), jnp.int32),
                  "positions": jnp.asarray(np.pad(packed.positions[rows], ((0, pad), (0, 0))), jnp.int32)}
+        if packed.doc_mask:
+            batch["segment_ids"] = jnp.asarray(np.pad(packed.segment_ids[rows], ((0, pad), (0, 0))), jnp.int32)
         mask = jnp.asarray(np.pad(masks[:, rows], ((0, 0), (0, pad), (0, 0))))
         counts = add_counts(counts, count_fn(logits_fn(params, batch), batch["tokens"], mask))
     return summarize(counts, ATTRIBUTES)

@@ -6,7 +6,8 @@
     state, metrics = step(state, batch)
 
 A batch is a dict with ``tokens`` (int32 ``B S``), ``target_mask`` (``B S``, 1 where the token is a training
-target) and optionally ``positions`` (``B S``) and ``attention_mask`` (``B S``, 1 keep / 0 pad). The loss is the
+target) and optionally ``positions`` (``B S``), ``attention_mask`` (``B S``, 1 keep / 0 pad) and ``segment_ids``
+(``B S``, document masking of packed chunks). The loss is the
 mean next-token NLL over targets (``continual/losses.py``) plus an optional penalty of the parameters (EWC).
 If the loss or the gradient norm is not finite the step returns the *previous* state unchanged with
 ``finite = False``: the caller stops and the last good state (and checkpoint) survive.
@@ -41,7 +42,8 @@ def init_state(params, tx: optax.GradientTransformation) -> TrainState:
 def model_logits(graphdef, params, rest, batch: dict) -> jax.Array:
     """Logits of the merged model on a batch (pure in ``params``)."""
     model = nnx.merge(graphdef, params, rest)
-    out = model(batch["tokens"], positions_BS=batch.get("positions"), attention_mask_BT=batch.get("attention_mask"))
+    out = model(batch["tokens"], positions_BS=batch.get("positions"), attention_mask_BT=batch.get("attention_mask"),
+                segment_ids_BS=batch.get("segment_ids"))
     return out.logits
 
 

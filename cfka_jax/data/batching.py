@@ -44,9 +44,13 @@ class EpochBatcher:
 
 
 def packed_batch(packed: Packed, rows: slice) -> dict:
-    """The model batch of ``packed`` rows: tokens, float target mask, position ids."""
-    return {
+    """The model batch of ``packed`` rows: tokens, float target mask, position ids, and segment ids when the pack
+    was built with document masking (attention then stays inside each document)."""
+    batch = {
         "tokens": jnp.asarray(packed.tokens[rows], jnp.int32),
         "target_mask": jnp.asarray(packed.loss_mask[rows], jnp.float32),
         "positions": jnp.asarray(packed.positions[rows], jnp.int32),
     }
+    if packed.doc_mask:
+        batch["segment_ids"] = jnp.asarray(packed.segment_ids[rows], jnp.int32)
+    return batch

@@ -309,11 +309,14 @@ def forward_decoder(
     cache: KVCache | None,
     return_hidden: bool,
     return_attn: bool,
+    segment_ids_BS: Int[Array, "B S"] | None = None,
 ) -> ModelOutput:
     """The decoder skeleton both families share: embed, blocks, final norm, LM head (logits in float32).
 
     ``attention_mask_BT`` marks the tokens of this call (they become keys T); with a cache, earlier keys keep
     the validity they were written with, or a ``[B, T_cache]`` mask may cover every slot (see :func:`step_mask`).
+    ``segment_ids_BS`` (packed documents, no cache) additionally restricts query s to keys t of the same segment,
+    ``mask[b, s, t] &= seg[b, s] == seg[b, t]`` (document masking; the reference packs without it).
     Default positions are ``arange(S)`` offset by ``cache.end_index``. A call that would write past the end of
     the cache gets NaN logits in the overflowing rows (XLA clamps the write, which would otherwise silently
     overwrite the last slots).
@@ -323,6 +326,10 @@ def forward_decoder(
     if positions_BS is None:
         positions_BS = default_positions(b, s, cache)
     mask_BST, write_index, cache = step_mask(b, s, attention_mask_BT, cache)
+    if segment_ids_BS is not None:
+        if cache is not None:
+            raise ValueError("segment_ids (document masking) is for packed training/eval calls without a cache")
+        mask_BST = mask_BST & (segment_ids_BS[:, :, None] == segment_ids_BS[:, None, :])
     cos, sin = rope_cos_sin(positions_BS, rope_inv_freq(rotary_dim, rope_theta))
     ctx = StepContext(cos=cos, sin=sin, mask=mask_BST, write_index=write_index, return_probs=return_attn)
     x_BSD = embed(tokens_BS)

@@ -122,6 +122,7 @@ class QwenModel(nnx.Module):
         cache: KVCache | None = None,
         return_hidden: bool = False,
         return_attn: bool = False,
+        segment_ids_BS: Int[Array, "B S"] | None = None,
     ) -> ModelOutput:
         """Logits for ``tokens_BS``; see :func:`cfka_jax.models.layers.forward_decoder` for the arguments."""
         return layers.forward_decoder(
@@ -139,6 +140,7 @@ class QwenModel(nnx.Module):
             cache=cache,
             return_hidden=return_hidden,
             return_attn=return_attn,
+            segment_ids_BS=segment_ids_BS,
         )
 
     def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:
