@@ -46,7 +46,7 @@ def _biography(args: argparse.Namespace) -> int:
     from experiments import biography as bio
 
     common = dict(preset=args.preset, out=args.out, arch=args.arch, seed=args.seed, cache_dir=args.cache_dir,
-                  progress=not args.no_progress)
+                  progress=not args.no_progress, dtype=args.dtype)
     if args.command == "pt":
         final = bio.main_pt(bio.PTConfig(**common))
     else:
@@ -65,6 +65,8 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default="runs/data-cache", help="where generated worlds and packs are cached")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="bfloat16: float32 master weights, bf16 forward/backward, float32 loss")
 
 
 def build_parser() -> argparse.ArgumentParser:

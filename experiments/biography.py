@@ -19,6 +19,7 @@ import json
 import pathlib
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -80,16 +81,17 @@ PRESETS = {
 }
 
 
-def build_model(p: RunPreset, arch: str, vocab_size: int, seed: int) -> nnx.Module:
+def build_model(p: RunPreset, arch: str, vocab_size: int, seed: int, dtype: str = "float32") -> nnx.Module:
     """A from-scratch Qwen2- or Pythia-architecture LM of the preset's size (init normal(0, 0.02))."""
+    dt = DTYPES[dtype] or jnp.float32
     if arch == "pythia":
         cfg = PythiaConfig(vocab_size=vocab_size, hidden_size=p.hidden, num_hidden_layers=p.layers,
                            num_attention_heads=p.heads, intermediate_size=p.intermediate, rotary_pct=0.25,
-                           max_position_embeddings=2048)
+                           max_position_embeddings=2048, dtype=dt)
         return PythiaModel(cfg, rngs=nnx.Rngs(seed))
     cfg = QwenConfig(model_type="qwen2", vocab_size=vocab_size, hidden_size=p.hidden, intermediate_size=p.intermediate,
                      num_hidden_layers=p.layers, num_attention_heads=p.heads, num_key_value_heads=p.kv_heads,
-                     tie_word_embeddings=True, max_position_embeddings=2048)
+                     tie_word_embeddings=True, max_position_embeddings=2048, dtype=dt)
     return QwenModel(cfg, rngs=nnx.Rngs(seed))
 
 
@@ -103,15 +105,19 @@ class PTConfig:
     seed: int = 0
     cache_dir: str = "runs/data-cache"
     progress: bool = True
+    dtype: str = "float32"
 
     def __post_init__(self):
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.arch not in ("qwen", "pythia"):
             raise ValueError(f"arch must be 'qwen' or 'pythia', got {self.arch!r}")
 
 
 METHODS = ("naive", "ewc", "replay-all", "replay-half")
+DTYPES = {"float32": None, "bfloat16": jnp.bfloat16}  # bfloat16: f32 master weights, bf16 compute, f32 loss
 UPDATES = ("full", "freeze", "lora")
 
 
@@ -134,10 +140,13 @@ class CPTConfig:
     pt_dir: str | None = None
     cache_dir: str = "runs/data-cache"
     progress: bool = True
+    dtype: str = "float32"
 
     def __post_init__(self):
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.method not in METHODS or self.update not in UPDATES:
             raise ValueError(f"method must be in {METHODS} and update in {UPDATES}, got {self.method}, {self.update}")
         if self.method.startswith("replay") and not 0.0 < self.alpha < 1.0:
@@ -165,10 +174,12 @@ def _loop(p: RunPreset, steps: int, progress: bool) -> LoopConfig:
                       progress=progress)
 
 
-def _em(graphdef, params, rest, bundle, sets: dict, p: RunPreset, seed: int) -> dict:
+def _em(graphdef, params, rest, bundle, sets: dict, p: RunPreset, seed: int, dtype: str) -> dict:
     """Generation EM (T = 0.2, 32 new tokens, clean prompts) on the first ``p.em_docs`` biographies of each set."""
     from cfka_jax.continual.em import em_prompts, exact_match_rate
 
+    if DTYPES[dtype] is not None:
+        params = jax.tree.map(lambda x: x.astype(DTYPES[dtype]), params)
     model = nnx.merge(graphdef, params, rest)
     out = {}
     for name, split in sets.items():
@@ -210,25 +221,27 @@ def main_pt(cfg: PTConfig) -> dict:
     p, out = PRESETS[cfg.preset], pathlib.Path(cfg.out)
     write_config(cfg, out, p)
     bundle = build_data(p.data_config(), cfg.cache_dir)
-    model = build_model(p, cfg.arch, len(bundle.tokenizer), cfg.seed)
+    model = build_model(p, cfg.arch, len(bundle.tokenizer), cfg.seed, cfg.dtype)
     batcher = EpochBatcher(bundle.splits["pt_train"].docs(), seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
                            batch_size=p.batch, seed=cfg.seed, doc_mask=bundle.config.doc_mask)
     sets = {"Train": bundle.eval["pt_train"], "Original": bundle.eval["pt_test"]}
-    factory = lambda g, r: fta_evaluator(g, r, sets)  # noqa: E731
+    factory = lambda g, r: fta_evaluator(g, r, sets, compute_dtype=DTYPES[cfg.dtype])  # noqa: E731
     state, graphdef, rest = train_lm(model, batcher, opt=_opt(p.pt_lr, p.pt_steps), loop=_loop(p, p.pt_steps,
-                                     cfg.progress), out_dir=out, evaluate_factory=factory)
-    em = _em(graphdef, state.params, rest, bundle, {"Original": "pt_test"}, p, cfg.seed)
+                                     cfg.progress), out_dir=out, evaluate_factory=factory,
+                                     compute_dtype=DTYPES[cfg.dtype])
+    em = _em(graphdef, state.params, rest, bundle, {"Original": "pt_test"}, p, cfg.seed, cfg.dtype)
     return _finish(out, factory(graphdef, rest), state, {"epochs": p.pt_steps / batcher.steps_per_epoch, **em})
 
 
 def _load_pt_params(cfg: CPTConfig, p: RunPreset, vocab_size: int):
     """The PT run's final parameters, restored into a fresh model of the same preset."""
     from cfka_jax.continual.optim import make_optimizer
-    from cfka_jax.continual.step import init_state
+    from cfka_jax.continual.step import init_state, master_params
     from cfka_jax.continual.trainer import checkpoint_manager, restore_latest
 
-    model = build_model(p, cfg.arch, vocab_size, cfg.seed)
+    model = build_model(p, cfg.arch, vocab_size, cfg.seed, cfg.dtype)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    params = master_params(params)  # PT checkpoints hold float32 (master) parameters
     template = init_state(params, make_optimizer(_opt(p.pt_lr, p.pt_steps)))
     state = restore_latest(checkpoint_manager(cfg.pt_folder / "checkpoints", 2), template)
     if int(state.step) != p.pt_steps:
@@ -259,7 +272,7 @@ def main_cpt(cfg: CPTConfig) -> dict:
     """Runs (or resumes) CPT, training the PT checkpoint first when it is absent."""
     if not (cfg.pt_folder / "final.json").exists():
         main_pt(PTConfig(preset=cfg.preset, out=str(cfg.pt_folder), arch=cfg.arch, seed=cfg.seed,
-                         cache_dir=cfg.cache_dir, progress=cfg.progress))
+                         cache_dir=cfg.cache_dir, progress=cfg.progress, dtype=cfg.dtype))
     p, out = PRESETS[cfg.preset], pathlib.Path(cfg.out)
     write_config(cfg, out, p)
     bundle = build_data(p.data_config(), cfg.cache_dir)
@@ -269,11 +282,12 @@ def main_cpt(cfg: CPTConfig) -> dict:
     batcher = EpochBatcher(_cpt_docs(cfg, bundle), seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
                            batch_size=p.batch, seed=cfg.seed + 1, doc_mask=bundle.config.doc_mask)
     sets = {"Original": bundle.eval["pt_test"], "Continual": bundle.eval["cpt_test"]}
-    factory = lambda g, r: fta_evaluator(g, r, sets)  # noqa: E731
+    factory = lambda g, r: fta_evaluator(g, r, sets, compute_dtype=DTYPES[cfg.dtype])  # noqa: E731
     state, graphdef, rest = train_lm(model, batcher, opt=_opt(p.cpt_lr, p.cpt_steps), loop=_loop(p, p.cpt_steps,
                                      cfg.progress), out_dir=out, evaluate_factory=factory, penalty=penalty,
-                                     trainable=trainable)
-    em = _em(graphdef, state.params, rest, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, cfg.seed)
+                                     trainable=trainable, compute_dtype=DTYPES[cfg.dtype])
+    em = _em(graphdef, state.params, rest, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, cfg.seed,
+             cfg.dtype)
     return _finish(out, factory(graphdef, rest), state, {"epochs": p.cpt_steps / batcher.steps_per_epoch, **em})
 
 

@@ -15,16 +15,17 @@ from flax import nnx
 
 from cfka_jax.continual.evaluate import fta
 from cfka_jax.continual.optim import OptimConfig, make_optimizer
-from cfka_jax.continual.step import TrainState, init_state, make_eval_logits, make_train_step
+from cfka_jax.continual.step import TrainState, init_state, make_eval_logits, make_train_step, master_params
 from cfka_jax.continual.trainer import LoopConfig, run_loop
 
 
-def fta_evaluator(graphdef, rest, eval_sets: dict, *, batch_size: int = 16, stride: int = 1) -> Callable:
+def fta_evaluator(graphdef, rest, eval_sets: dict, *, batch_size: int = 16, stride: int = 1,
+                  compute_dtype=None) -> Callable:
     """``evaluate(params, step)`` computing hFTA/sFTA on each named ``(packed, targets)`` set.
 
     Keys are ``<set>/<metric>``, e.g. ``Original/sFTA``.
     """
-    logits_fn = make_eval_logits(graphdef, rest)
+    logits_fn = make_eval_logits(graphdef, rest, compute_dtype)
 
     def evaluate(params, step):
         out = {}
@@ -38,7 +39,7 @@ def fta_evaluator(graphdef, rest, eval_sets: dict, *, batch_size: int = 16, stri
 
 def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimConfig, loop: LoopConfig,
              out_dir: pathlib.Path, evaluate_factory: Callable | None = None, penalty=None,
-             trainable=None) -> tuple[TrainState, object, object]:
+             trainable=None, compute_dtype=None) -> tuple[TrainState, object, object]:
     """Trains ``model`` (resuming from ``out_dir/checkpoints``) and returns (state, graphdef, rest).
 
     Args:
@@ -49,10 +50,14 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
       evaluate_factory: ``(graphdef, rest) → evaluate(params, step)``, or None.
       penalty: ``params → scalar`` added to the loss (EWC), or None.
       trainable: ``params → pytree of bools`` (False = frozen), or None.
+      compute_dtype: mixed precision (e.g. bfloat16 for a bf16-config model): float32 master parameters, the
+        forward/backward pass in ``compute_dtype``, float32 loss (``continual/step.py``).
     """
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    if compute_dtype is not None:
+        params = master_params(params)
     tx = make_optimizer(opt, trainable(params) if trainable is not None else None)
-    step = make_train_step(graphdef, rest, tx, penalty=penalty)
+    step = make_train_step(graphdef, rest, tx, penalty=penalty, compute_dtype=compute_dtype)
     evaluate = evaluate_factory(graphdef, rest) if evaluate_factory is not None else None
     state = run_loop(init_state(params, tx), step, batch_at, cfg=loop, out_dir=out_dir, evaluate=evaluate)
     return state, graphdef, rest

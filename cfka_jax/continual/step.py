@@ -67,15 +67,30 @@ def optimizer_update(tx: optax.GradientTransformation, grads, opt_state, params)
         return tx.update(grads, opt_state, params)
 
 
+def master_params(params):
+    """Float32 master copy of the parameters (mixed precision keeps these in the optimiser state)."""
+    return jax.tree.map(lambda p: p.astype(jnp.float32) if jnp.issubdtype(p.dtype, jnp.floating) else p, params)
+
+
+def _cast(params, dtype):
+    return jax.tree.map(lambda p: p.astype(dtype) if jnp.issubdtype(p.dtype, jnp.floating) else p, params)
+
+
 def make_train_step(graphdef, rest, tx: optax.GradientTransformation, *, penalty: Penalty | None = None,
-                    donate: bool = True):
+                    donate: bool = True, compute_dtype=None):
     """Builds ``step(state, batch) -> (state, metrics)``, jitted once, state buffers donated.
+
+    With ``compute_dtype`` (e.g. bfloat16) the state holds float32 master parameters (``master_params``) and the
+    forward/backward pass runs on a copy cast to ``compute_dtype``; logits, loss, penalty, gradients and the
+    optimiser update stay float32 (the gradient flows back through the cast). Use a model whose config ``dtype``
+    is the same ``compute_dtype`` so its layers compute in it.
 
     Metrics: ``loss`` (LM loss), ``penalty``, ``grad_norm`` (of the full gradient), ``targets``, ``finite``.
     """
 
     def objective(params, batch):
-        lm, count = lm_loss(params, graphdef, rest, batch)
+        compute = params if compute_dtype is None else _cast(params, compute_dtype)
+        lm, count = lm_loss(compute, graphdef, rest, batch)
         pen = penalty(params) if penalty is not None else jnp.zeros((), jnp.float32)
         return lm + pen, (lm, pen, count)
 
@@ -91,6 +106,8 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation, *, penalty
     return jax.jit(step, donate_argnums=(0,) if donate else ())
 
 
-def make_eval_logits(graphdef, rest):
-    """Jitted ``logits(params, batch)`` for evaluation (no gradients, no donation)."""
-    return jax.jit(lambda params, batch: model_logits(graphdef, params, rest, batch))
+def make_eval_logits(graphdef, rest, compute_dtype=None):
+    """Jitted ``logits(params, batch)`` for evaluation (no gradients, no donation); parameters are cast to
+    ``compute_dtype`` first when given (mixed precision, as in the train step)."""
+    cast = (lambda p: p) if compute_dtype is None else (lambda p: _cast(p, compute_dtype))
+    return jax.jit(lambda params, batch: model_logits(graphdef, cast(params), rest, batch))

@@ -98,3 +98,25 @@ def test_non_finite_step_keeps_previous_state():
 def test_optim_config_validation(kw):
     with pytest.raises(ValueError):
         OptimConfig(**kw)
+
+
+def test_bf16_mixed_precision_keeps_f32_master_weights_and_learns():
+    from flax import nnx
+
+    from cfka_jax.continual.step import master_params
+    from cfka_jax.models.qwen import QwenConfig, QwenModel
+
+    cfg = QwenConfig(model_type="qwen2", vocab_size=37, hidden_size=24, intermediate_size=29, num_hidden_layers=2,
+                     num_attention_heads=6, num_key_value_heads=2, tie_word_embeddings=True, initializer_range=0.2,
+                     dtype=jnp.bfloat16)
+    graphdef, params, rest = nnx.split(QwenModel(cfg, rngs=nnx.Rngs(0)), nnx.Param, ...)
+    params = master_params(params)
+    tx = make_optimizer(CFG)
+    step = make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16)
+    state = init_state(params, tx)
+    losses = []
+    for _ in range(6):
+        state, metrics = step(state, batch(0))
+        losses.append(float(metrics["loss"]))
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(state.params))
+    assert metrics["loss"].dtype == jnp.float32 and losses[-1] < losses[0] - 0.1

@@ -55,3 +55,10 @@ def test_shipped_presets_and_configs_parse():
         bio.CPTConfig(method="replay-all", alpha=1.0)
     with pytest.raises(ValueError):
         bio.PTConfig(preset="huge")
+
+
+def test_bf16_pt_smoke(tmp_path):
+    cfg = bio.PTConfig(preset="smoke", out=str(tmp_path / "pt-bf16"), cache_dir=str(tmp_path / "cache"),
+                       progress=False, dtype="bfloat16")
+    final = bio.main_pt(cfg)
+    assert final["step"] == bio.PRESETS["smoke"].pt_steps and 0.0 <= final["Original/sFTA"] <= 1.0
