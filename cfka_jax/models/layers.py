@@ -347,3 +347,47 @@ def forward_decoder(
         attentions=probs,
         cache=cache,
     )
+
+
+class DecoderLM(nnx.Module):
+    """The call and cache interface both model families share.
+
+    Subclasses hold ``cfg`` and ``layers`` and define ``_embed()``, ``_final_norm()``, ``_head(x)``,
+    ``_rope() -> (rotary_dim, theta)`` and ``_kv_shape() -> (num_kv_heads, head_dim)``.
+    """
+
+    def __call__(
+        self,
+        tokens_BS: Int[Array, "B S"],
+        *,
+        positions_BS: Int[Array, "B S"] | None = None,
+        attention_mask_BT: Int[Array, "B S"] | None = None,
+        cache: KVCache | None = None,
+        return_hidden: bool = False,
+        return_attn: bool = False,
+        segment_ids_BS: Int[Array, "B S"] | None = None,
+    ) -> ModelOutput:
+        """Logits for ``tokens_BS``; see :func:`forward_decoder` for the arguments."""
+        rotary_dim, theta = self._rope()
+        return forward_decoder(
+            tokens_BS,
+            embed=self._embed(),
+            layers=self.layers,
+            final_norm=self._final_norm(),
+            head=self._head,
+            rotary_dim=rotary_dim,
+            rope_theta=theta,
+            scan=self.cfg.scan_layers,
+            remat=self.cfg.remat,
+            positions_BS=positions_BS,
+            attention_mask_BT=attention_mask_BT,
+            cache=cache,
+            return_hidden=return_hidden,
+            return_attn=return_attn,
+            segment_ids_BS=segment_ids_BS,
+        )
+
+    def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:
+        """An empty :class:`KVCache` with ``max_len`` slots per row."""
+        num_kv_heads, head_dim = self._kv_shape()
+        return KVCache.zeros(self.cfg.num_hidden_layers, batch_size, max_len, num_kv_heads, head_dim, dtype)

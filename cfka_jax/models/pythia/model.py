@@ -22,12 +22,10 @@ import functools
 
 import flax.nnx as nnx
 import jax
-import jax.numpy as jnp
 
 from cfka_jax.models import layers
-from cfka_jax.models.outputs import KVCache, ModelOutput
 from cfka_jax.models.pythia.config import PythiaConfig
-from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.shapes import Array, Float
 
 _ACT = {
     "gelu": functools.partial(jax.nn.gelu, approximate=False),
@@ -99,7 +97,7 @@ class PythiaLayer(nnx.Module):
         return y_BSD, kv, probs
 
 
-class PythiaModel(nnx.Module):
+class PythiaModel(layers.DecoderLM):
     """GPT-NeoX causal LM: ``embed_in``, ``layers``, ``final_layer_norm``, ``embed_out`` (absent when tied)."""
 
     def __init__(self, cfg: PythiaConfig, *, rngs: nnx.Rngs):
@@ -119,37 +117,14 @@ class PythiaModel(nnx.Module):
     def _head(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S V"]:
         return self.embed_in.attend(x_BSD) if self.cfg.tie_word_embeddings else self.embed_out(x_BSD)
 
-    def __call__(
-        self,
-        tokens_BS: Int[Array, "B S"],
-        *,
-        positions_BS: Int[Array, "B S"] | None = None,
-        attention_mask_BT: Int[Array, "B S"] | None = None,
-        cache: KVCache | None = None,
-        return_hidden: bool = False,
-        return_attn: bool = False,
-        segment_ids_BS: Int[Array, "B S"] | None = None,
-    ) -> ModelOutput:
-        """Logits for ``tokens_BS``; see :func:`cfka_jax.models.layers.forward_decoder` for the arguments."""
-        return layers.forward_decoder(
-            tokens_BS,
-            embed=self.embed_in,
-            layers=self.layers,
-            final_norm=self.final_layer_norm,
-            head=self._head,
-            rotary_dim=self.cfg.rotary_dim,
-            rope_theta=self.cfg.rotary_emb_base,
-            scan=self.cfg.scan_layers,
-            remat=self.cfg.remat,
-            positions_BS=positions_BS,
-            attention_mask_BT=attention_mask_BT,
-            cache=cache,
-            return_hidden=return_hidden,
-            return_attn=return_attn,
-            segment_ids_BS=segment_ids_BS,
-        )
+    def _embed(self):
+        return self.embed_in
 
-    def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:
-        """An empty :class:`KVCache` with ``max_len`` slots per row."""
-        c = self.cfg
-        return KVCache.zeros(c.num_hidden_layers, batch_size, max_len, c.num_key_value_heads, c.head_dim, dtype)
+    def _final_norm(self):
+        return self.final_layer_norm
+
+    def _rope(self) -> tuple[int, float]:
+        return self.cfg.rotary_dim, self.cfg.rotary_emb_base
+
+    def _kv_shape(self) -> tuple[int, int]:
+        return self.cfg.num_key_value_heads, self.cfg.head_dim

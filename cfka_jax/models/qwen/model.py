@@ -19,12 +19,10 @@ import functools
 
 import flax.nnx as nnx
 import jax
-import jax.numpy as jnp
 
 from cfka_jax.models import layers
-from cfka_jax.models.outputs import KVCache, ModelOutput
 from cfka_jax.models.qwen.config import QwenConfig
-from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.shapes import Array, Float
 
 
 def _linear(cfg: QwenConfig, d_in: int, d_out: int, *, bias: bool, rngs: nnx.Rngs) -> nnx.Linear:
@@ -93,7 +91,7 @@ class QwenLayer(nnx.Module):
         return y_BSD + self.mlp(self.post_attention_layernorm(y_BSD)), kv, probs
 
 
-class QwenModel(nnx.Module):
+class QwenModel(layers.DecoderLM):
     """Qwen causal LM: ``embed_tokens``, ``layers``, ``norm``, ``lm_head`` (absent when tied)."""
 
     def __init__(self, cfg: QwenConfig, *, rngs: nnx.Rngs):
@@ -113,37 +111,14 @@ class QwenModel(nnx.Module):
     def _head(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S V"]:
         return self.embed_tokens.attend(x_BSD) if self.cfg.tie_word_embeddings else self.lm_head(x_BSD)
 
-    def __call__(
-        self,
-        tokens_BS: Int[Array, "B S"],
-        *,
-        positions_BS: Int[Array, "B S"] | None = None,
-        attention_mask_BT: Int[Array, "B S"] | None = None,
-        cache: KVCache | None = None,
-        return_hidden: bool = False,
-        return_attn: bool = False,
-        segment_ids_BS: Int[Array, "B S"] | None = None,
-    ) -> ModelOutput:
-        """Logits for ``tokens_BS``; see :func:`cfka_jax.models.layers.forward_decoder` for the arguments."""
-        return layers.forward_decoder(
-            tokens_BS,
-            embed=self.embed_tokens,
-            layers=self.layers,
-            final_norm=self.norm,
-            head=self._head,
-            rotary_dim=self.cfg.head_size,
-            rope_theta=self.cfg.rope_theta,
-            scan=self.cfg.scan_layers,
-            remat=self.cfg.remat,
-            positions_BS=positions_BS,
-            attention_mask_BT=attention_mask_BT,
-            cache=cache,
-            return_hidden=return_hidden,
-            return_attn=return_attn,
-            segment_ids_BS=segment_ids_BS,
-        )
+    def _embed(self):
+        return self.embed_tokens
 
-    def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:
-        """An empty :class:`KVCache` with ``max_len`` slots per row."""
-        c = self.cfg
-        return KVCache.zeros(c.num_hidden_layers, batch_size, max_len, c.num_key_value_heads, c.head_size, dtype)
+    def _final_norm(self):
+        return self.norm
+
+    def _rope(self) -> tuple[int, float]:
+        return self.cfg.head_size, self.cfg.rope_theta
+
+    def _kv_shape(self) -> tuple[int, int]:
+        return self.cfg.num_key_value_heads, self.cfg.head_size
