@@ -4,6 +4,9 @@
     cfka sweep  [ARGS...]                     the continual-theory sweep (experiments/continual_sweep.py)
     cfka pt  --preset smoke|small|paper --out DIR                    Biography pre-training
     cfka cpt --preset P --method M --update U [--alpha A] --out DIR  continual pre-training
+    cfka stoc-table --preset P --out DIR     STOC / LAMOL / Random replay table (experiments/stoc_table.py)
+    cfka knowedit --data test.json --model HF_FOLDER --out DIR       KnowEdit CPT (experiments/knowedit.py)
+    cfka corpus-cpt --data FILES --model HF_FOLDER --out DIR         your corpus + STOC (experiments/corpus_cpt.py)
 
 Each subcommand is an entry point, so it may set JAX configuration (``proofs`` enables float64).
 """
@@ -34,10 +37,20 @@ def _proofs(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _sweep(rest: list[str]) -> int:
-    from experiments.continual_sweep import main as sweep_main
+def _passthrough(command: str, rest: list[str]) -> int:
+    """Subcommands whose experiment script owns its argument parser."""
+    import importlib
 
-    return sweep_main(rest)
+    module, entry = PASSTHROUGH[command]
+    return getattr(importlib.import_module(module), entry)(rest)
+
+
+PASSTHROUGH = {
+    "sweep": ("experiments.continual_sweep", "main"),
+    "stoc-table": ("experiments.stoc_table", "cli"),
+    "knowedit": ("experiments.knowedit", "main"),
+    "corpus-cpt": ("experiments.corpus_cpt", "main"),
+}
 
 
 def _biography(args: argparse.Namespace) -> int:
@@ -53,9 +66,17 @@ def _biography(args: argparse.Namespace) -> int:
         final = bio.main_cpt(bio.CPTConfig(**common, method=args.method, update=args.update, alpha=args.alpha,
                                            ewc_lambda=args.ewc_lambda, ewc_fisher=args.ewc_fisher,
                                            freeze_layers=args.freeze_layers, lora_rank=args.lora_rank,
-                                           pt_dir=args.pt_dir))
+                                           pt_dir=args.pt_dir, replay_dir=args.replay_dir,
+                                           eval_every=args.eval_every, replay=_switches(args)))
     print(json.dumps({k: v for k, v in final.items() if k.count("/") <= 1}, indent=1))
     return 0
+
+
+def _switches(args: argparse.Namespace):
+    from experiments.biography_replay import ReplaySwitches
+
+    return ReplaySwitches(score_norm=args.score_norm, snippet_rule=args.snippet_rule, minhash=not args.no_minhash,
+                          lamol_sampler=args.lamol_sampler)
 
 
 def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
@@ -75,11 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("proofs", help="run every proof check (float64) and print the claims table")
     p.add_argument("--out", default="runs/proofs", help="folder for proofs.txt and the PNG plots")
     p.add_argument("--only", default=None, help="run only checks whose module name contains this")
-    sub.add_parser("sweep", help="continual-theory sweep; see `cfka sweep --help`", add_help=False)
+    helps = {"sweep": "continual-theory sweep", "stoc-table": "STOC / LAMOL / Random replay table on Biography",
+             "knowedit": "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model",
+             "corpus-cpt": "CPT on your own corpus with STOC replay and MMLU-format evaluation"}
+    for name, text in helps.items():
+        sub.add_parser(name, help=f"{text}; see `cfka {name} --help`", add_help=False)
     _add_run_args(sub.add_parser("pt", help="pre-train on the Biography PT population"), "runs/pt-smoke-qwen")
     c = sub.add_parser("cpt", help="continual pre-training from the PT checkpoint of the preset")
     _add_run_args(c, "runs/cpt-smoke")
-    c.add_argument("--method", default="naive", choices=["naive", "ewc", "replay-all", "replay-half"])
+    c.add_argument("--method", default="naive",
+                   choices=["naive", "ewc", "replay-all", "replay-half", "stoc", "random", "lamol"])
     c.add_argument("--update", default="full", choices=["full", "freeze", "lora"])
     c.add_argument("--alpha", type=float, default=0.5, help="new-data fraction for replay")
     c.add_argument("--ewc-lambda", type=float, default=1e3)
@@ -87,13 +113,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--freeze-layers", type=int, default=None)
     c.add_argument("--lora-rank", type=int, default=None)
     c.add_argument("--pt-dir", default=None, help="PT run folder (default: <out>/../pt-<preset>-<arch>)")
+    c.add_argument("--replay-dir", default=None, help="generative replay corpus folder (default: <out>/../replay-<method>)")
+    c.add_argument("--eval-every", type=int, default=None, help="FTA evaluation interval (default: the preset's)")
+    c.add_argument("--score-norm", default="j_plus_1", choices=["j_plus_1", "n_queries"], help="STOC token score")
+    c.add_argument("--snippet-rule", default="token_argmax", choices=["token_argmax", "window_sum"])
+    c.add_argument("--no-minhash", action="store_true", help="generative replay without MinHash deduplication")
+    c.add_argument("--lamol-sampler", default="stoc", choices=["stoc", "topk20"])
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "sweep":
-        return _sweep(argv[1:])
+    if argv and argv[0] in PASSTHROUGH:
+        return _passthrough(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "proofs":
         return _proofs(args)

@@ -32,6 +32,7 @@ from cfka_jax.data.packing import mix_replay
 from cfka_jax.data.pipeline import build_data, preset as data_preset
 from cfka_jax.models.pythia import PythiaConfig, PythiaModel
 from cfka_jax.models.qwen import QwenConfig, QwenModel
+from experiments.biography_replay import GENERATIVE, ReplaySwitches, ensure_replay, replay_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,14 +117,18 @@ class PTConfig:
             raise ValueError(f"arch must be 'qwen' or 'pythia', got {self.arch!r}")
 
 
-METHODS = ("naive", "ewc", "replay-all", "replay-half")
+METHODS = ("naive", "ewc", "replay-all", "replay-half", *GENERATIVE)
 DTYPES = {"float32": None, "bfloat16": jnp.bfloat16}  # bfloat16: f32 master weights, bf16 compute, f32 loss
 UPDATES = ("full", "freeze", "lora")
 
 
 @dataclasses.dataclass(frozen=True)
 class CPTConfig:
-    """A continual pre-training run (decisions #7, #9–#11 of the spec's table)."""
+    """A continual pre-training run (decisions #7, #9–#11 of the spec's table; #16–#24 for generative replay).
+
+    ``method`` stoc | random | lamol mixes a generative replay corpus built from the PT model (``replay_dir``,
+    default ``<out>/../replay-<method><switch tag>``, built when absent) at new-data fraction ``alpha``.
+    """
 
     preset: str = "smoke"
     out: str = "runs/cpt-smoke"
@@ -141,6 +146,9 @@ class CPTConfig:
     cache_dir: str = "runs/data-cache"
     progress: bool = True
     dtype: str = "float32"
+    replay: ReplaySwitches = ReplaySwitches()
+    replay_dir: str | None = None
+    eval_every: int | None = None
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -149,7 +157,7 @@ class CPTConfig:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.method not in METHODS or self.update not in UPDATES:
             raise ValueError(f"method must be in {METHODS} and update in {UPDATES}, got {self.method}, {self.update}")
-        if self.method.startswith("replay") and not 0.0 < self.alpha < 1.0:
+        if (self.method.startswith("replay") or self.method in GENERATIVE) and not 0.0 < self.alpha < 1.0:
             raise ValueError(f"replay needs 0 < alpha < 1, got {self.alpha}")
         if self.ewc_fisher not in ("code", "per_example"):
             raise ValueError(f"ewc_fisher must be 'code' or 'per_example', got {self.ewc_fisher!r}")
@@ -157,6 +165,10 @@ class CPTConfig:
     @property
     def pt_folder(self) -> pathlib.Path:
         return pathlib.Path(self.pt_dir or pathlib.Path(self.out).parent / f"pt-{self.preset}-{self.arch}")
+
+    @property
+    def replay_folder(self) -> pathlib.Path:
+        return pathlib.Path(self.replay_dir or pathlib.Path(self.out).parent / f"replay-{self.method}{self.replay.tag}")
 
 
 def write_config(cfg, out: pathlib.Path, preset: RunPreset) -> None:
@@ -169,8 +181,9 @@ def _opt(lr: tuple[float, float, int], steps: int) -> OptimConfig:
     return OptimConfig(peak_lr=lr[0], min_lr=lr[1], warmup_steps=lr[2], total_steps=steps)
 
 
-def _loop(p: RunPreset, steps: int, progress: bool) -> LoopConfig:
-    return LoopConfig(steps=steps, log_every=max(1, min(10, steps)), eval_every=p.eval_every, ckpt_every=p.ckpt_every,
+def _loop(p: RunPreset, steps: int, progress: bool, eval_every: int | None = None) -> LoopConfig:
+    return LoopConfig(steps=steps, log_every=max(1, min(10, steps)),
+                      eval_every=p.eval_every if eval_every is None else eval_every, ckpt_every=p.ckpt_every,
                       progress=progress)
 
 
@@ -250,11 +263,16 @@ def _load_pt_params(cfg: CPTConfig, p: RunPreset, vocab_size: int):
     return model, graphdef, state.params, rest
 
 
-def _cpt_docs(cfg: CPTConfig, bundle) -> list:
+def _cpt_docs(cfg: CPTConfig, bundle, model) -> tuple[list, dict]:
+    """(training documents, replay stats): new data, mixed with real or generated replay at α (§4.3)."""
     new = bundle.splits["cpt_train"].docs()
+    if cfg.method in GENERATIVE:
+        rcfg = replay_config(cfg.method, bundle.config.seq_len, cfg.replay, cfg.seed)
+        corpus = ensure_replay(cfg.replay_folder, model, bundle, rcfg)
+        return mix_replay(new, corpus.sequences, cfg.alpha), {f"replay/{k}": v for k, v in corpus.stats.items()}
     if not cfg.method.startswith("replay"):
-        return new
-    return mix_replay(new, bundle.splits[f"replay_{cfg.method.split('-')[1]}"].docs(), cfg.alpha)
+        return new, {}
+    return mix_replay(new, bundle.splits[f"replay_{cfg.method.split('-')[1]}"].docs(), cfg.alpha), {}
 
 
 def _ewc(cfg: CPTConfig, bundle, graphdef, params, rest):
@@ -277,18 +295,21 @@ def main_cpt(cfg: CPTConfig) -> dict:
     write_config(cfg, out, p)
     bundle = build_data(p.data_config(), cfg.cache_dir)
     model, graphdef, params, rest = _load_pt_params(cfg, p, len(bundle.tokenizer))
+    docs, replay_stats = _cpt_docs(cfg, bundle, model)
     penalty = _ewc(cfg, bundle, graphdef, params, rest) if cfg.method == "ewc" else None
     model, trainable = _update_mode(cfg, p, model)
-    batcher = EpochBatcher(_cpt_docs(cfg, bundle), seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
+    batcher = EpochBatcher(docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
                            batch_size=p.batch, seed=cfg.seed + 1, doc_mask=bundle.config.doc_mask)
     sets = {"Original": bundle.eval["pt_test"], "Continual": bundle.eval["cpt_test"]}
     factory = lambda g, r: fta_evaluator(g, r, sets, compute_dtype=DTYPES[cfg.dtype])  # noqa: E731
-    state, graphdef, rest = train_lm(model, batcher, opt=_opt(p.cpt_lr, p.cpt_steps), loop=_loop(p, p.cpt_steps,
-                                     cfg.progress), out_dir=out, evaluate_factory=factory, penalty=penalty,
+    state, graphdef, rest = train_lm(model, batcher, opt=_opt(p.cpt_lr, p.cpt_steps), loop=_loop(
+                                     p, p.cpt_steps, cfg.progress, cfg.eval_every), out_dir=out,
+                                     evaluate_factory=factory, penalty=penalty,
                                      trainable=trainable, compute_dtype=DTYPES[cfg.dtype])
     em = _em(graphdef, state.params, rest, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, cfg.seed,
              cfg.dtype)
-    return _finish(out, factory(graphdef, rest), state, {"epochs": p.cpt_steps / batcher.steps_per_epoch, **em})
+    return _finish(out, factory(graphdef, rest), state,
+                   {"epochs": p.cpt_steps / batcher.steps_per_epoch, **em, **replay_stats})
 
 
 def _update_mode(cfg: CPTConfig, p: RunPreset, model):

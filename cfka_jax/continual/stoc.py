@@ -1,0 +1,156 @@
+"""STOC token scores and snippet rules (spec cfka_stoc.md §6.2–§6.4; decisions #16–#18, #24).
+
+For one sequence of length L (a source document, EOS included), let Ā[i, j] be the post-softmax attention
+probability of query i on key j averaged uniformly over the L_layers layers and the N query heads (with GQA each
+query head uses its shared key/value head, so averaging over query heads is the per-query-head tensor the
+reference averages). Under causal attention key j is seen by the L − j queries i ≥ j, and its column sum is
+
+    c_j = Σ_{i=j}^{L−1} Ā[i, j].
+
+Token score, switch ``norm``:
+
+    j_plus_1   s_j = c_j / (j + 1)     (reference; favours early positions, including the attention sink at 0)
+    n_queries  s_j = c_j / (L − j)     (the mean attention key j receives from the queries that can see it)
+
+Snippet rules, all returning ``(start, end)`` spans into the sequence:
+
+* ``token_argmax`` (synthetic reference, span 3): ``top_k`` times, j* = argmax of s over unused positions,
+  span [j*, j* + span), mark those positions used; spans are sorted and spans cut short by the sequence end
+  are dropped. Spans may overlap when j* lies just left of a used block (as in the reference).
+* ``window_sum`` (real reference, span 10): if L ≤ span the whole sequence is the one span; otherwise window
+  sums W_j = Σ_{k<span} s_{j+k} over starts j ∈ [0, L − span) (``include_last_window`` adds j = L − span, the
+  window ending on the final token, which the reference excludes); ``top_k`` greedy picks, after each pick only
+  the starts [j*, j* + span) are masked, so windows starting to the left may overlap.
+* ``random_spans`` (the Random baseline, decision #24): ``top_k`` distinct starts drawn uniformly from
+  [0, L − span] (the whole sequence when L ≤ span): same count and length as STOC, positions by chance.
+
+The scores are one jitted pure function of the model state (:func:`attention_scores`); span selection is a few
+numpy operations per sequence.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from cfka_jax.shapes import Array, Float, Int
+
+SCORE_NORMS = ("j_plus_1", "n_queries")
+SNIPPET_RULES = ("token_argmax", "window_sum")
+
+
+def mean_attention(attentions: tuple[Float[Array, "B N S T"], ...]) -> Float[Array, "B S T"]:
+    """Ā: the post-softmax attention averaged uniformly over layers and query heads."""
+    return jnp.mean(jnp.stack([a.astype(jnp.float32) for a in attentions]), axis=(0, 2))
+
+
+def token_scores(abar_BST: Float[Array, "B S T"], lengths_B: Int[Array, " B"], norm: str) -> Float[Array, "B T"]:
+    """s_j per row (module docstring); rows are right-padded, queries i ≥ L_b are ignored, s_j = 0 for j ≥ L_b."""
+    if norm not in SCORE_NORMS:
+        raise ValueError(f"score norm must be one of {SCORE_NORMS}, got {norm!r}")
+    t = abar_BST.shape[-1]
+    j_T = jnp.arange(t, dtype=jnp.int32)
+    valid_BT = j_T[None, :] < lengths_B[:, None]
+    colsum_BT = jnp.einsum("bst,bs->bt", abar_BST, valid_BT.astype(jnp.float32))
+    if norm == "j_plus_1":
+        denom_BT = jnp.broadcast_to((j_T + 1).astype(jnp.float32)[None, :], colsum_BT.shape)
+    else:
+        denom_BT = jnp.maximum(lengths_B[:, None] - j_T[None, :], 1).astype(jnp.float32)
+    return jnp.where(valid_BT, colsum_BT / denom_BT, 0.0)
+
+
+def scores_pure(graphdef, state, tokens_BS: Int[Array, "B S"], lengths_B: Int[Array, " B"], *,
+                norm: str) -> Float[Array, "B S"]:
+    """Forward right-padded sequences with attention probabilities and return their token scores."""
+    model = nnx.view(nnx.merge(graphdef, state), only=nnx.Dropout, deterministic=True, raise_if_not_found=False)
+    mask_BS = jnp.arange(tokens_BS.shape[1], dtype=jnp.int32)[None, :] < lengths_B[:, None]
+    out = model(tokens_BS, attention_mask_BT=mask_BS.astype(jnp.int32), return_attn=True)
+    return token_scores(mean_attention(out.attentions), lengths_B, norm)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled_scores(graphdef, norm: str):
+    return jax.jit(functools.partial(scores_pure, graphdef, norm=norm))
+
+
+def attention_scores(model: nnx.Module, docs: list[np.ndarray], *, norm: str = "j_plus_1", batch_size: int = 32,
+                     pad_to: int = 64) -> list[np.ndarray]:
+    """Token scores (float32, one array of length L per document) of ``model`` on ``docs``.
+
+    Batches are right-padded to a multiple of ``pad_to`` and the last batch is filled with copies, so a corpus
+    compiles a handful of programs at most.
+    """
+    graphdef, state = nnx.split(model)
+    fn = _compiled_scores(graphdef, norm)
+    out: list[np.ndarray] = []
+    for lo in range(0, len(docs), batch_size):
+        part = docs[lo:lo + batch_size]
+        lens = np.array([len(d) for d in part], np.int32)
+        if lens.min() < 1:
+            raise ValueError(f"document {lo + int(np.argmin(lens))} is empty")
+        width = int(-(-lens.max() // pad_to) * pad_to)
+        tokens = np.zeros((batch_size, width), np.int32)
+        lengths = np.ones(batch_size, np.int32)
+        for r, d in enumerate(part):
+            tokens[r, :len(d)] = d
+            lengths[r] = len(d)
+        scores = np.asarray(fn(state, jnp.asarray(tokens), jnp.asarray(lengths)))
+        out.extend(scores[r, :lengths[r]] for r in range(len(part)))
+    return out
+
+
+def token_argmax_spans(scores: np.ndarray, *, span_len: int, top_k: int) -> list[tuple[int, int]]:
+    """Per-token argmax spans (§6.2): complete spans of ``span_len`` around the ``top_k`` best unused tokens."""
+    length = len(scores)
+    used = np.zeros(length, bool)
+    starts = []
+    for _ in range(top_k):
+        masked = np.where(used, -np.inf, scores)
+        j = int(np.argmax(masked))
+        if not np.isfinite(masked[j]) or masked[j] < 0:
+            break
+        starts.append(j)
+        used[j:j + span_len] = True
+    return [(j, j + span_len) for j in sorted(starts) if j + span_len <= length]
+
+
+def window_sum_spans(scores: np.ndarray, *, span_len: int, top_k: int,
+                     include_last_window: bool = False) -> list[tuple[int, int]]:
+    """Sliding-window-sum spans (§6.3): the ``top_k`` best windows, masking only the starts of each pick."""
+    length = len(scores)
+    if length <= span_len:
+        return [(0, length)]
+    num = length - span_len + (1 if include_last_window else 0)
+    csum = np.concatenate([[0.0], np.cumsum(scores, dtype=np.float64)])
+    sums = csum[span_len:span_len + num] - csum[:num]
+    blocked = np.zeros(num, bool)
+    spans = []
+    for _ in range(top_k):
+        if blocked.all():
+            break
+        j = int(np.argmax(np.where(blocked, -np.inf, sums)))
+        spans.append((j, j + span_len))
+        blocked[j:j + span_len] = True
+    return spans
+
+
+def random_spans(rng: np.random.Generator, length: int, *, span_len: int, top_k: int) -> list[tuple[int, int]]:
+    """``top_k`` distinct uniformly random complete spans (the whole sequence when it is not longer than a span)."""
+    if length <= span_len:
+        return [(0, length)]
+    starts = rng.choice(length - span_len + 1, size=min(top_k, length - span_len + 1), replace=False)
+    return [(int(j), int(j) + span_len) for j in sorted(starts)]
+
+
+def select_spans(scores: np.ndarray, *, rule: str, span_len: int, top_k: int,
+                 include_last_window: bool = False) -> list[tuple[int, int]]:
+    """Dispatch on the snippet rule (``token_argmax`` | ``window_sum``)."""
+    if rule == "token_argmax":
+        return token_argmax_spans(scores, span_len=span_len, top_k=top_k)
+    if rule == "window_sum":
+        return window_sum_spans(scores, span_len=span_len, top_k=top_k, include_last_window=include_last_window)
+    raise ValueError(f"snippet rule must be one of {SNIPPET_RULES}, got {rule!r}")

@@ -1,0 +1,62 @@
+"""Generative replay for Biography CPT: build (or reuse) a STOC / Random / LAMOL corpus from the PT model.
+
+The synthetic reference (spec cfka_stoc.md §6.2, §6.4, §7): sources are the first ``num_source_seqs`` documents of
+``cpt_train``, candidates are cut to the chunk length S of the preset (512 in the reference, the preset's
+``seq_len`` here) with S new tokens sampled through EOS, and the budget is k = tokens(cpt_train) // S sequences
+drawn with replacement, i.e. about one copy of the new data, mixed at new-data fraction α by ``mix_replay``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from cfka_jax.continual.dedup import MinHashConfig
+from cfka_jax.continual.replay import ReplayConfig, ReplayCorpus, build_replay
+
+GENERATIVE = ("stoc", "random", "lamol")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplaySwitches:
+    """The decision-table switches a CPT run exposes (#16, #17, #21, #23)."""
+
+    score_norm: str = "j_plus_1"
+    snippet_rule: str = "token_argmax"
+    minhash: bool = True
+    lamol_sampler: str = "stoc"
+    num_source_seqs: int = 10_000
+    batch_size: int = 256
+
+    def __post_init__(self):
+        if self.lamol_sampler not in ("stoc", "topk20"):
+            raise ValueError(f"lamol_sampler must be 'stoc' or 'topk20', got {self.lamol_sampler!r}")
+
+    @property
+    def tag(self) -> str:
+        """A folder suffix naming the non-default switches ('' for the defaults)."""
+        diff = [f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                if f.name != "batch_size" and getattr(self, f.name) != f.default]
+        return ("-" + "-".join(diff)) if diff else ""
+
+
+def replay_config(kind: str, seq_len: int, switches: ReplaySwitches, seed: int) -> ReplayConfig:
+    """The synthetic replay config of a preset with chunk length ``seq_len``."""
+    return ReplayConfig.synthetic(
+        kind, score_norm=switches.score_norm, snippet_rule=switches.snippet_rule,
+        span_len=3 if switches.snippet_rule == "token_argmax" else 10, num_source_seqs=switches.num_source_seqs,
+        sampler_top_k=20 if kind == "lamol" and switches.lamol_sampler == "topk20" else 0,
+        max_new_tokens=seq_len, max_len=seq_len, minhash=MinHashConfig() if switches.minhash else None, seed=seed,
+        batch_size=switches.batch_size)
+
+
+def ensure_replay(folder: pathlib.Path, model, bundle, cfg: ReplayConfig) -> ReplayCorpus:
+    """The corpus in ``folder`` (built from the PT ``model`` on ``cpt_train`` when absent)."""
+    new = bundle.splits["cpt_train"]
+    corpus = build_replay(model, new.docs(), bundle.tokenizer, cfg, budget_tokens=int(len(new.tokens)),
+                          out_dir=folder)
+    s = corpus.stats
+    print(f"[replay {cfg.kind}] {s['num_prompts']} prompts ({s['num_unique_prompts']} distinct), "
+          f"{s['num_candidates']} candidates, MinHash dropped {s['minhash_dropped']}, {s['num_sequences']} drawn "
+          f"({s['replay_tokens']} tokens), built in {s['total_s']:.1f} s -> {folder}")
+    return corpus
