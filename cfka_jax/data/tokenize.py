@@ -28,6 +28,8 @@ from cfka_jax.data.templates import ATTRIBUTES
 
 EOS_TOKEN = "<|endoftext|>"
 UNK_TOKEN = "<|unk|>"
+PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
+"""``tokenizer_class`` values of a folder that holds nothing but a ``tokenizer.json`` and its special tokens."""
 WORD_PATTERN = r" ?\w+| ?[^\w\s]|\s+"
 """Pre-tokenizer pieces: a word or one punctuation mark, each with its optional leading space; other whitespace."""
 
@@ -58,16 +60,32 @@ def train_word_tokenizer(texts, folder: str | os.PathLike):
 
 
 def load_tokenizer(folder: str | os.PathLike):
-    """A local HF tokenizer folder via ``AutoTokenizer`` (no network).
+    """A local HF tokenizer folder via ``AutoTokenizer`` (no network); a folder saved as a plain
+    ``PreTrainedTokenizerFast`` (the project's word-level tokenizer) is loaded as exactly that class.
 
     Raises:
       ValueError: the tokenizer has no EOS token.
     """
-    from transformers import AutoTokenizer
+    import json
 
-    tok = AutoTokenizer.from_pretrained(os.fspath(folder), local_files_only=True)
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    folder = os.fspath(folder)
+    cfg_path = os.path.join(folder, "tokenizer_config.json")
+    tok_cfg = json.load(open(cfg_path)) if os.path.exists(cfg_path) else {}
+    if tok_cfg.get("tokenizer_class") in PLAIN_TOKENIZER_CLASSES:
+        # A plain tokenizer.json: built directly, because from_pretrained consults config.json and, for some model
+        # types (qwen2 in transformers 5), rebuilds that family's tokenizer from the vocabulary instead.
+        from tokenizers import Tokenizer
+
+        specials = {k: tok_cfg[k] for k in ("eos_token", "pad_token", "unk_token", "bos_token") if tok_cfg.get(k)}
+        tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_file(os.path.join(folder, "tokenizer.json")),
+                                      clean_up_tokenization_spaces=False, **specials)
+        tok.name_or_path = folder
+    else:
+        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     if tok.eos_token_id is None:
-        raise ValueError(f"{os.fspath(folder)}: tokenizer has no eos_token")
+        raise ValueError(f"{folder}: tokenizer has no eos_token")
     return tok
 
 

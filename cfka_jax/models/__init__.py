@@ -78,7 +78,7 @@ def save_pretrained(model: Model, path: str | os.PathLike) -> None:
 
 
 def load_tokenizer(path: str | os.PathLike):
-    """The HF fast tokenizer saved in ``path`` (``transformers.AutoTokenizer``, local files only)."""
-    from transformers import AutoTokenizer
+    """The HF fast tokenizer saved in ``path`` (local files only; see ``cfka_jax.data.tokenize.load_tokenizer``)."""
+    from cfka_jax.data.tokenize import load_tokenizer as load
 
-    return AutoTokenizer.from_pretrained(os.fspath(path), local_files_only=True)
+    return load(path)

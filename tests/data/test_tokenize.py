@@ -109,3 +109,19 @@ def test_byte_level_bpe_folder(world, tmp_path):
         assert ids[-1] == tok.eos_token_id == 0
         for a, value in enumerate(world.people[b.pid].values):
             assert tok.decode(ids[split.idx[r, a]:split.idx2[r, a]]) == " " + value
+
+
+@pytest.mark.parametrize("model_type", ["qwen2", "gpt_neox"])
+def test_word_tokenizer_next_to_a_model_config_keeps_its_class(world, tokenizer, tmp_path, model_type):
+    """transformers 5 rebuilds a Qwen2Tokenizer for a qwen2 folder unless the saved class is honoured."""
+    import json
+
+    import cfka_jax.models as models
+
+    folder = tmp_path / model_type
+    tokenizer.save_pretrained(folder)
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+    text = world.pt_train[0].text
+    for loader in (load_tokenizer, models.load_tokenizer):
+        again = loader(folder)
+        assert isinstance(again, PreTrainedTokenizerFast) and again(text)["input_ids"] == tokenizer(text)["input_ids"]
