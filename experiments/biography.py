@@ -221,7 +221,7 @@ def _final_eval(out: pathlib.Path, evaluate, state) -> dict:
     return evaluate(state.params, int(state.step))
 
 
-def _finish(out: pathlib.Path, evaluate, state, extra: dict) -> dict:
+def finish_run(out: pathlib.Path, evaluate, state, extra: dict) -> dict:
     final = {"step": int(state.step), **_final_eval(out, evaluate, state), **extra}
     for key in ("Original/hFTA", "Continual/hFTA"):
         final.update(best_step(out / "metrics.jsonl", key))
@@ -243,7 +243,7 @@ def main_pt(cfg: PTConfig) -> dict:
                                      cfg.progress), out_dir=out, evaluate_factory=factory,
                                      compute_dtype=DTYPES[cfg.dtype])
     em = _em(graphdef, state.params, rest, bundle, {"Original": "pt_test"}, p, cfg.seed, cfg.dtype)
-    return _finish(out, factory(graphdef, rest), state, {"epochs": p.pt_steps / batcher.steps_per_epoch, **em})
+    return finish_run(out, factory(graphdef, rest), state, {"epochs": p.pt_steps / batcher.steps_per_epoch, **em})
 
 
 def _load_pt_params(cfg: CPTConfig, p: RunPreset, vocab_size: int):
@@ -308,7 +308,7 @@ def main_cpt(cfg: CPTConfig) -> dict:
                                      trainable=trainable, compute_dtype=DTYPES[cfg.dtype])
     em = _em(graphdef, state.params, rest, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, cfg.seed,
              cfg.dtype)
-    return _finish(out, factory(graphdef, rest), state,
+    return finish_run(out, factory(graphdef, rest), state,
                    {"epochs": p.cpt_steps / batcher.steps_per_epoch, **em, **replay_stats})
 
 

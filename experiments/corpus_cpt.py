@@ -46,7 +46,7 @@ from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.data.corpus import CorpusConfig, read_texts, split_heldout, tokenize_texts
 from cfka_jax.data.packing import Packed, pack
 from cfka_jax.models import from_pretrained, load_tokenizer
-from experiments.biography import DTYPES, _finish, write_config
+from experiments.biography import DTYPES, finish_run, write_config
 
 METHODS = ("naive", "stoc", "lamol", "random")
 SUMMARY_KEYS = ("Heldout/ppl", "Original/acc", "Domain/acc", "All/acc")
@@ -312,7 +312,7 @@ def run(cfg: CorpusCPTConfig) -> dict:
     extra = {"method": cfg.method, "alpha": None if cfg.method == "naive" else cfg.alpha,
              "epochs": p.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
              "corpus": corpus_stats}
-    final = _finish(out, factory(graphdef, rest), state, extra)
+    final = finish_run(out, factory(graphdef, rest), state, extra)
     start = _eval_at(out / "metrics.jsonl", 0)
     (out / "summary.md").write_text(summary_markdown(cfg, start, final))
     return final

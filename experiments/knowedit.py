@@ -41,7 +41,7 @@ from cfka_jax.continual.trainer import LoopConfig
 from cfka_jax.data import knowedit as ke
 from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.models import from_pretrained, load_tokenizer
-from experiments.biography import DTYPES, _finish, write_config
+from experiments.biography import DTYPES, finish_run, write_config
 
 METHODS = ("naive", "lamol", "stoc")
 SETS = ("Original", "Continual")
@@ -210,7 +210,7 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
                                      compute_dtype=DTYPES[cfg.dtype])
     extra = {"method": method, "alpha": None if method == "naive" else cfg.alpha, "train_docs": len(docs),
              "new_docs": len(data.new_docs), "epochs": p.steps / batcher.steps_per_epoch}
-    return _finish(out, factory(graphdef, rest), state, extra)
+    return finish_run(out, factory(graphdef, rest), state, extra)
 
 
 def table(kind: str, results: dict) -> str:
