@@ -38,6 +38,22 @@ def test_cpt_methods_run_from_the_pt_checkpoint(pt_run, method):
     assert final["Continual/n"] > 0 and final["Original/n"] > 0
 
 
+def test_generative_replay_cpt_builds_and_reuses_its_corpus(pt_run):
+    root, _ = pt_run
+    cfg = bio.CPTConfig(preset="smoke", method="stoc", alpha=0.67, out=str(root / "cpt-stoc"),
+                        cache_dir=str(root / "cache"), progress=False)
+    final = bio.main_cpt(cfg)
+    folder = root / "replay-stoc"
+    assert cfg.replay_folder == folder and (folder / "config.json").exists() and (folder / "prompts.jsonl").exists()
+    stats = json.loads((folder / "stats.json").read_text())
+    assert final["replay/num_sequences"] == stats["num_sequences"] > 0
+    assert final["replay/num_candidates"] == 3 * stats["num_prompts"]
+    lamol = bio.CPTConfig(preset="smoke", method="lamol", out=str(root / "cpt-lamol"), cache_dir=str(root / "cache"),
+                          progress=False, replay_dir=str(folder))
+    with pytest.raises(ValueError, match="another config"):  # a STOC corpus is not reused for LAMOL
+        bio.main_cpt(lamol)
+
+
 @pytest.mark.parametrize("update", ["freeze", "lora"])
 def test_cpt_update_modes(pt_run, update):
     root, _ = pt_run
