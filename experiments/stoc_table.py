@@ -17,8 +17,9 @@ import dataclasses
 import json
 import pathlib
 
-from experiments.biography import CPTConfig, PTConfig, main_cpt, main_pt
-from experiments.biography_replay import GENERATIVE, ReplaySwitches
+from cfka_jax.data.pipeline import build_data
+from experiments.biography import PRESETS, CPTConfig, PTConfig, main_cpt, main_pt
+from experiments.biography_replay import GENERATIVE, ReplaySwitches, fact_coverage
 
 ALPHAS = (0.5, 0.67, 0.8, 0.9)
 UPDATES = ("full", "freeze")
@@ -94,16 +95,28 @@ def markdown(results: dict[Row, dict], pt: dict) -> str:
     return "\n".join(lines)
 
 
-def replay_markdown(out: pathlib.Path, switches: ReplaySwitches, kinds) -> str:
+def replay_markdown(out: pathlib.Path, switches: ReplaySwitches, kinds, world) -> str:
+    """Build statistics of each corpus and what its drawn sequences say about the world (``fact_coverage``),
+    with real replay 'all' as the reference row."""
+    from datasets import load_from_disk
+
     keys = ("num_prompts", "num_unique_prompts", "num_candidates", "minhash_dropped", "num_sequences",
             "num_unique_sequences", "replay_tokens", "total_s")
-    lines = ["| corpus | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    facts = ("pt_people_named", "cpt_people_named", "pt_fact_coverage", "true_values_per_mention")
+    lines = ["| corpus | " + " | ".join(keys + facts) + " |", "|---" * (len(keys) + len(facts) + 1) + "|"]
+    fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
     for kind in kinds:
-        stats = out / f"replay-{kind}{switches.tag}" / "stats.json"
-        if stats.exists():
-            s = json.loads(stats.read_text())
-            lines.append(f"| {KIND_NAMES[kind]} | " + " | ".join(
-                f"{s[k]:.1f}" if isinstance(s[k], float) else str(s[k]) for k in keys) + " |")
+        folder = out / f"replay-{kind}{switches.tag}"
+        if (folder / "config.json").exists():
+            s = json.loads((folder / "stats.json").read_text())
+            texts = load_from_disk(str(folder / "candidates"))["text"]
+            drawn = [texts[i] for i in load_from_disk(str(folder / "replay"))["candidate"]]
+            cov = fact_coverage(drawn, world.people)
+            lines.append(f"| {KIND_NAMES[kind]} | " + " | ".join(fmt(s[k]) for k in keys) + " | "
+                         + " | ".join(fmt(cov[k]) for k in facts) + " |")
+    cov = fact_coverage([b.text for b in world.replay_pool("all")], world.people)
+    lines.append("| real 'all' | " + " | ".join("–" for _ in keys) + " | " + " | ".join(fmt(cov[k]) for k in facts)
+                 + " |")
     return "\n".join(lines)
 
 
@@ -134,24 +147,36 @@ def plot_original(out: pathlib.Path, results: dict[Row, dict]) -> None:
     plt.close(fig)
 
 
+def report(cfg: TableConfig) -> dict:
+    """Rewrite table.md / table.json / the plot from the finished run folders, training nothing."""
+    out = pathlib.Path(cfg.out)
+    read = lambda folder: json.loads((out / folder / "final.json").read_text())  # noqa: E731
+    pt = read(f"pt-{cfg.preset}-{cfg.arch}")
+    results = {row: read(row.folder) for row in table_rows(cfg.alphas, cfg.kinds, cfg.updates)
+               if (out / row.folder / "final.json").exists()}
+    _write(out, cfg, results, pt, build_data(PRESETS[cfg.preset].data_config(), cfg.cache_dir).world)
+    return {row.name: final for row, final in results.items()}
+
+
 def main(cfg: TableConfig) -> dict:
     out = pathlib.Path(cfg.out)
     pt_dir = out / f"pt-{cfg.preset}-{cfg.arch}"
     pt = main_pt(PTConfig(preset=cfg.preset, out=str(pt_dir), arch=cfg.arch, cache_dir=cfg.cache_dir,
                           progress=cfg.progress))
+    world = build_data(PRESETS[cfg.preset].data_config(), cfg.cache_dir).world
     results: dict[Row, dict] = {}
     for row in table_rows(cfg.alphas, cfg.kinds, cfg.updates):
         run = CPTConfig(preset=cfg.preset, out=str(out / row.folder), method=row.method, update=row.update,
                         alpha=row.alpha or 0.5, arch=cfg.arch, pt_dir=str(pt_dir), cache_dir=cfg.cache_dir,
                         progress=cfg.progress, replay=cfg.replay, eval_every=cfg.eval_every)
         results[row] = main_cpt(run)
-        _write(out, cfg, results, pt)
+        _write(out, cfg, results, pt, world)
     return {row.name: final for row, final in results.items()}
 
 
-def _write(out: pathlib.Path, cfg: TableConfig, results: dict[Row, dict], pt: dict) -> None:
+def _write(out: pathlib.Path, cfg: TableConfig, results: dict[Row, dict], pt: dict, world) -> None:
     text = (f"# STOC table, preset {cfg.preset} (×100, final CPT step)\n\n{markdown(results, pt)}\n\n"
-            f"## Replay corpora\n\n{replay_markdown(out, cfg.replay, cfg.kinds)}\n")
+            f"## Replay corpora\n\n{replay_markdown(out, cfg.replay, cfg.kinds, world)}\n")
     (out / "table.md").write_text(text)
     (out / "table.json").write_text(json.dumps({"PT": pt, **{r.name: f for r, f in results.items()}}, indent=1))
     plot_original(out, results)
@@ -173,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--lamol-sampler", default="stoc", choices=["stoc", "topk20"])
     ap.add_argument("--cache-dir", default="runs/data-cache")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the table from finished runs, train nothing")
     return ap
 
 
@@ -180,7 +206,7 @@ def cli(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
     switches = ReplaySwitches(score_norm=a.score_norm, snippet_rule=a.snippet_rule, minhash=not a.no_minhash,
                               lamol_sampler=a.lamol_sampler)
-    main(TableConfig(preset=a.preset, out=a.out or f"runs/stoc-{a.preset}", arch=a.arch,
+    (report if a.report_only else main)(TableConfig(preset=a.preset, out=a.out or f"runs/stoc-{a.preset}", arch=a.arch,
                      alphas=tuple(float(x) for x in a.alphas.split(",")), kinds=tuple(a.kinds.split(",")),
                      updates=tuple(a.updates.split(",")), eval_every=a.eval_every, replay=switches,
                      cache_dir=a.cache_dir, progress=not a.no_progress))

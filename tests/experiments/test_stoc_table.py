@@ -41,3 +41,17 @@ def test_smoke_table(tmp_path):
     table = (tmp_path / "table.md").read_text()
     assert "| STOC α=0.5 full |" in table and "| LAMOL |" in table
     assert json.loads((tmp_path / "table.json").read_text())["PT"]["step"] > 0
+
+
+def test_fact_coverage_counts_true_values_after_each_name():
+    from cfka_jax.data.biography import Person
+    from experiments.biography_replay import fact_coverage
+
+    people = [Person(0, "Ann B. Cole", ("Boston, MA", "May 1, 1990"), True),
+              Person(1, "Ann B. Co", ("Denver, CO", "June 2, 1991"), True),
+              Person(2, "Zed Q. Li", ("Austin, TX", "July 3, 1992"), False)]
+    texts = ["Ann B. Cole was born in Boston, MA. Ann B. Co was born on May 1, 1990.",  # the second value is wrong
+             "Zed Q. Li lives in Austin, TX."]
+    cov = fact_coverage(texts, people)
+    assert cov == {"pt_people_named": 2, "cpt_people_named": 1, "pt_fact_coverage": 0.25,
+                   "true_values_per_mention": 2 / 3}
