@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import pathlib
 import re
 from collections.abc import Mapping, Sequence
@@ -39,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from cfka_jax.data.io import iter_jsonl
 from cfka_jax.shapes import Array, Float, Int
 
 LETTERS = "ABCDEFGHIJ"
@@ -148,17 +148,7 @@ def read_mc_records(path) -> list[MCQuestion]:
 
         rows = pq.read_table(path).to_pylist()
         return [_from_record(r, f"{path}, row {i}", default) for i, r in enumerate(rows)]
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}, line {lineno}: invalid JSON ({err.msg} at column {err.colno})") from err
-            out.append(_from_record(record, f"{path}, line {lineno}", default))
-    return out
+    return [_from_record(record, where, default) for where, record in iter_jsonl(path)]
 
 
 def read_mc(paths) -> list[MCQuestion]:

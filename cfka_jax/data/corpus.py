@@ -24,13 +24,14 @@ tokens, each + EOS (``overflow="split"``, so no text is lost). Documents are int
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
 import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
+from cfka_jax.data.io import iter_jsonl
 
 SUFFIXES = (".txt", ".jsonl", ".parquet")
 PathLike = str | os.PathLike
@@ -108,24 +109,14 @@ def read_jsonl(path: PathLike, text_field: str = "text") -> list[str]:
         non-string value.
     """
     docs = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}, line {lineno}: invalid JSON ({err.msg} at column {err.colno})") from err
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}, line {lineno}: expected a JSON object, got {type(record).__name__}")
-            if text_field not in record:
-                raise ValueError(f"{path}, line {lineno}: missing field {text_field!r} (keys: {sorted(record)})")
-            text = record[text_field]
-            if not isinstance(text, str):
-                raise ValueError(f"{path}, line {lineno}: field {text_field!r} must be a string, got "
-                                 f"{type(text).__name__}")
-            if text.strip():
-                docs.append(text.strip())
+    for where, record in iter_jsonl(path):
+        if text_field not in record:
+            raise ValueError(f"{where}: missing field {text_field!r} (keys: {sorted(record)})")
+        text = record[text_field]
+        if not isinstance(text, str):
+            raise ValueError(f"{where}: field {text_field!r} must be a string, got {type(text).__name__}")
+        if text.strip():
+            docs.append(text.strip())
     return docs
 
 

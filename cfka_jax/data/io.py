@@ -66,29 +66,41 @@ def write_jsonl(path: str, rows) -> None:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def iter_jsonl(path: str | os.PathLike):
+    """Yield ``(where, record)`` for every non-blank line of a JSONL file, ``where`` = "<path>, line <n>".
+
+    Raises:
+      ValueError: invalid JSON or a line that is not a JSON object, naming the file and the 1-based line.
+    """
+    path = os.fspath(path)
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}, line {lineno}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            yield where, record
+
+
 def read_jsonl(path: str | os.PathLike, keys: dict[str, type]) -> list[dict]:
     """Read a JSONL file whose every line is an object holding ``keys`` with the given types.
 
     Raises:
       ValueError: invalid JSON, a non-object line, or a missing / ill-typed key; names file, line and key.
     """
-    path, rows = os.fspath(path), []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg}") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object")
-            for key, typ in keys.items():
-                if key not in row:
-                    raise ValueError(f"{path}:{lineno}: missing key {key!r}")
-                if not isinstance(row[key], typ) or (typ is int and isinstance(row[key], bool)):
-                    raise ValueError(f"{path}:{lineno}: key {key!r} must be {typ.__name__}, got {row[key]!r}")
-            rows.append(row)
+    rows = []
+    for where, row in iter_jsonl(path):
+        for key, typ in keys.items():
+            if key not in row:
+                raise ValueError(f"{where}: missing key {key!r}")
+            if not isinstance(row[key], typ) or (typ is int and isinstance(row[key], bool)):
+                raise ValueError(f"{where}: key {key!r} must be {typ.__name__}, got {row[key]!r}")
+        rows.append(row)
     return rows
 
 
@@ -113,9 +125,9 @@ def _config_from_dict(d: dict, path: str) -> BiographyConfig:
 
 def _check_person(row: dict, path: str, lineno: int, pid: int) -> Person:
     if row["pid"] != pid:
-        raise ValueError(f"{path}:{lineno}: key 'pid' is {row['pid']}, expected {pid}")
+        raise ValueError(f"{path}, line {lineno}: key 'pid' is {row['pid']}, expected {pid}")
     if len(row["values"]) != len(ATTRIBUTES) or not all(isinstance(v, str) for v in row["values"]):
-        raise ValueError(f"{path}:{lineno}: key 'values' must hold {len(ATTRIBUTES)} strings")
+        raise ValueError(f"{path}, line {lineno}: key 'values' must hold {len(ATTRIBUTES)} strings")
     return Person(pid, row["fullname"], tuple(row["values"]), row["is_original"])
 
 
@@ -140,7 +152,7 @@ def load_world(folder: str | os.PathLike) -> World:
         rows = read_jsonl(spath, _BIO_KEYS)
         for lineno, r in enumerate(rows, start=1):
             if not 0 <= r["pid"] < len(people):
-                raise ValueError(f"{spath}:{lineno}: key 'pid' {r['pid']} names no person")
+                raise ValueError(f"{spath}, line {lineno}: key 'pid' {r['pid']} names no person")
         splits[name] = tuple(Biography(r["pid"], r["number"], r["text"], tuple(r["order"]), tuple(r["templates"]))
                              for r in rows)
     return World(config, people, **splits)

@@ -37,12 +37,12 @@ def test_config_hash_tracks_fields_and_file_contents(tmp_path):
 
 
 @pytest.mark.parametrize("line, match", [
-    ('{"pid": 0, "number": 1, "text": "x", "order": [0]', r"pt_test.jsonl:2: invalid JSON"),
-    ('[1, 2]', r"pt_test.jsonl:2: expected a JSON object"),
-    ('{"pid": 0, "number": 1, "order": [], "templates": []}', r"pt_test.jsonl:2: missing key 'text'"),
+    ('{"pid": 0, "number": 1, "text": "x", "order": [0]', r"pt_test.jsonl, line 2: invalid JSON"),
+    ('[1, 2]', r"pt_test.jsonl, line 2: expected a JSON object"),
+    ('{"pid": 0, "number": 1, "order": [], "templates": []}', r"pt_test.jsonl, line 2: missing key 'text'"),
     ('{"pid": 0, "number": "1", "text": "x", "order": [], "templates": []}',
-     r"pt_test.jsonl:2: key 'number' must be int"),
-    ('{"pid": 999, "number": 1, "text": "x", "order": [], "templates": []}', r"pt_test.jsonl:2: key 'pid' 999"),
+     r"pt_test.jsonl, line 2: key 'number' must be int"),
+    ('{"pid": 999, "number": 1, "text": "x", "order": [], "templates": []}', r"pt_test.jsonl, line 2: key 'pid' 999"),
 ])
 def test_malformed_world_line_named(world, tmp_path, line, match):
     io.save_world(world, tmp_path)
@@ -60,7 +60,7 @@ def test_malformed_people_and_config(world, tmp_path):
     rows = people.read_text().splitlines()
     rows[2] = rows[2].replace('"pid": 2', '"pid": 5')
     people.write_text("\n".join(rows) + "\n")
-    with pytest.raises(ValueError, match=r"people.jsonl:3: key 'pid' is 5, expected 2"):
+    with pytest.raises(ValueError, match=r"people.jsonl, line 3: key 'pid' is 5, expected 2"):
         io.load_world(tmp_path)
     (tmp_path / "config.json").write_text('{"num_pt_people": 3, "pool_sizes": {}, "bogus": 1}')
     with pytest.raises(ValueError, match="config.json: bad BiographyConfig"):
