@@ -62,16 +62,8 @@ def ensure_replay(folder: pathlib.Path, model, bundle, cfg: ReplayConfig) -> Rep
     return corpus
 
 
-def fact_coverage(texts: list[str], people) -> dict:
-    """What a replay corpus says about the Biography world (a diagnostic, not a training signal).
-
-    Every occurrence of a person's full name opens a segment that runs to the next full name; a fact (person,
-    attribute) is *voiced* when the person's true value of that attribute appears in one of the person's
-    segments. Returns the number of original (PT) and new (CPT) people named, the share of all original facts
-    voiced at least once (``pt_fact_coverage``), and the true values found per name mention
-    (``true_values_per_mention``; a real biography sentence names its person and states one value: 1.0 for
-    real replay; a generated sentence stating a wrong value counts 0).
-    """
+def voiced_facts(texts: list[str], people) -> tuple[set, set, int, int]:
+    """(people named, facts voiced, name mentions, true values found) of ``texts`` (see ``fact_coverage``)."""
     import re
 
     by_name = {p.fullname: p for p in people}
@@ -88,6 +80,20 @@ def fact_coverage(texts: list[str], people) -> dict:
                 if value in segment:
                     voiced.add((person.pid, a))
                     hits += 1
+    return named, voiced, mentions, hits
+
+
+def fact_coverage(texts: list[str], people) -> dict:
+    """What a replay corpus says about the Biography world (a diagnostic, not a training signal).
+
+    Every occurrence of a person's full name opens a segment that runs to the next full name; a fact (person,
+    attribute) is *voiced* when the person's true value of that attribute appears in one of the person's
+    segments. Returns the number of original (PT) and new (CPT) people named, the share of all original facts
+    voiced at least once (``pt_fact_coverage``), and the true values found per name mention
+    (``true_values_per_mention``; a real biography sentence names its person and states one value: 1.0 for
+    real replay; a generated sentence stating a wrong value counts 0).
+    """
+    named, voiced, mentions, hits = voiced_facts(texts, people)
     original = {p.pid for p in people if p.is_original}
     num_attr = len(people[0].values) if people else 0
     return {"pt_people_named": len(named & original), "cpt_people_named": len(named - original),

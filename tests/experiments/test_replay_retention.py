@@ -1,0 +1,21 @@
+"""Per-occurrence soft accuracies of the retention analysis agree with the sFTA metric."""
+
+import numpy as np
+from flax import nnx
+
+from cfka_jax.continual.evaluate import fta
+from cfka_jax.continual.step import make_eval_logits
+from cfka_jax.data.pipeline import build_data
+from experiments.biography import PRESETS, build_model
+from experiments.replay_retention import occurrence_soft
+
+
+def test_mean_of_occurrence_soft_is_sfta(tmp_path):
+    bundle = build_data(PRESETS["smoke"].data_config(), tmp_path)
+    graphdef, params, rest = nnx.split(build_model(PRESETS["smoke"], "qwen", len(bundle.tokenizer), seed=1),
+                                       nnx.Param, ...)
+    logits_fn = make_eval_logits(graphdef, rest)
+    packed, targets = bundle.eval["pt_test"]
+    soft = occurrence_soft(logits_fn, params, packed, targets, batch=7)
+    assert soft.shape == targets.chunk.shape and (soft > 0).all()
+    np.testing.assert_allclose(soft.mean(), fta(logits_fn, params, packed, targets)["sFTA"], rtol=1e-5)
