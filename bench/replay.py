@@ -57,7 +57,7 @@ def full_build(model, bundle) -> dict:
     cfg = replay_config("stoc", bundle.config.seq_len, ReplaySwitches(), seed=0)
     new = bundle.splits["cpt_train"]
     t = time.perf_counter()
-    corpus = replay.build_replay(model, new.docs(), bundle.tokenizer, cfg, budget_tokens=int(len(new.tokens)))
+    corpus = replay.build_replay(model, new.docs(), bundle.tokenizer, cfg, budget_tokens=len(new.tokens))
     return {"wall_s": time.perf_counter() - t, **corpus.stats}
 
 

@@ -29,10 +29,16 @@ from cfka_jax.continual.recipes import fta_evaluator, train_lm
 from cfka_jax.continual.trainer import LoopConfig
 from cfka_jax.data.batching import EpochBatcher, packed_batch
 from cfka_jax.data.packing import mix_replay
-from cfka_jax.data.pipeline import build_data, preset as data_preset
+from cfka_jax.data.pipeline import build_data
+from cfka_jax.data.pipeline import preset as data_preset
 from cfka_jax.models.pythia import PythiaConfig, PythiaModel
 from cfka_jax.models.qwen import QwenConfig, QwenModel
-from experiments.biography_replay import GENERATIVE, ReplaySwitches, ensure_replay, replay_config
+from experiments.biography_replay import (
+    GENERATIVE,
+    ReplaySwitches,
+    ensure_replay,
+    replay_config,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +133,7 @@ class CPTConfig:
     """A continual pre-training run (decisions #7, #9–#11 of the spec's table; #16–#24 for generative replay).
 
     ``method`` stoc | random | lamol mixes a generative replay corpus built from the PT model (``replay_dir``,
-    default ``<out>/../replay-<method><switch tag>``, built when absent) at new-data fraction ``alpha``.
+    default ``<out>/../replay-<method><switch tag>[-seed<seed>]``, built when absent) at new-data fraction ``alpha``.
     """
 
     preset: str = "smoke"
@@ -168,7 +174,8 @@ class CPTConfig:
 
     @property
     def replay_folder(self) -> pathlib.Path:
-        return pathlib.Path(self.replay_dir or pathlib.Path(self.out).parent / f"replay-{self.method}{self.replay.tag}")
+        name = f"replay-{self.method}{self.replay.tag}" + (f"-seed{self.seed}" if self.seed else "")
+        return pathlib.Path(self.replay_dir or pathlib.Path(self.out).parent / name)
 
 
 def write_config(cfg, out: pathlib.Path, preset: RunPreset) -> None:

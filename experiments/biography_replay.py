@@ -53,7 +53,7 @@ def replay_config(kind: str, seq_len: int, switches: ReplaySwitches, seed: int) 
 def ensure_replay(folder: pathlib.Path, model, bundle, cfg: ReplayConfig) -> ReplayCorpus:
     """The corpus in ``folder`` (built from the PT ``model`` on ``cpt_train`` when absent)."""
     new = bundle.splits["cpt_train"]
-    corpus = build_replay(model, new.docs(), bundle.tokenizer, cfg, budget_tokens=int(len(new.tokens)),
+    corpus = build_replay(model, new.docs(), bundle.tokenizer, cfg, budget_tokens=len(new.tokens),
                           out_dir=folder)
     s = corpus.stats
     print(f"[replay {cfg.kind}] {s['num_prompts']} prompts ({s['num_unique_prompts']} distinct), "

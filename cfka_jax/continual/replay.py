@@ -37,7 +37,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfka_jax.continual.dedup import MinHashConfig, minhash_keep
-from cfka_jax.continual.stoc import SCORE_NORMS, SNIPPET_RULES, attention_scores, random_spans, select_spans
+from cfka_jax.continual.stoc import (
+    SCORE_NORMS,
+    SNIPPET_RULES,
+    attention_scores,
+    random_spans,
+    select_spans,
+)
 from cfka_jax.models.generate import SamplerConfig, generate
 
 KINDS = ("stoc", "random", "lamol")
@@ -99,12 +105,12 @@ class ReplayConfig:
             object.__setattr__(self, "minhash", MinHashConfig(**self.minhash))
 
     @classmethod
-    def synthetic(cls, kind: str, **overrides) -> "ReplayConfig":
+    def synthetic(cls, kind: str, **overrides) -> ReplayConfig:
         """§6.2 / §6.4 synthetic defaults: token_argmax spans of 3, through EOS, token budget."""
         return cls(kind=kind, **overrides)
 
     @classmethod
-    def real(cls, kind: str, **overrides) -> "ReplayConfig":
+    def real(cls, kind: str, **overrides) -> ReplayConfig:
         """§6.3 / §6.4 real-data defaults: window_sum spans of 10, stop at EOS, 256 tokens, keep all."""
         base = dict(snippet_rule="window_sum", span_len=10, num_source_seqs=None, max_new_tokens=256, max_len=256,
                     ignore_eos=False, budget="all")
