@@ -127,7 +127,7 @@ def plot_original(out: pathlib.Path, results: dict[Row, dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6.5), sharey=True)
     colors = {"random": "tab:gray", "lamol": "tab:blue", "stoc": "tab:red", "naive": "black",
               "replay-all": "tab:green"}
     styles = {None: "-", 0.5: "-", 0.67: "--", 0.8: "-.", 0.9: ":"}
@@ -141,7 +141,7 @@ def plot_original(out: pathlib.Path, results: dict[Row, dict]) -> None:
                     color=colors[row.method], label=row.name, lw=1.5)
         ax.set(title=f"CPT update: {update}", xlabel="CPT step", ylabel="Original sFTA (×100)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     fig.tight_layout()
     fig.savefig(out / "original_sfta.png", dpi=120)
     plt.close(fig)
