@@ -67,7 +67,7 @@ class TableConfig:
     alphas: tuple[float, ...] = ALPHAS
     kinds: tuple[str, ...] = GENERATIVE
     updates: tuple[str, ...] = UPDATES
-    eval_every: int | None = 50
+    eval_every: int | None = None  # None: 8 evaluations per CPT run (every 50 steps at the small preset)
     replay: ReplaySwitches = ReplaySwitches()
     cache_dir: str = "runs/data-cache"
     progress: bool = True
@@ -168,7 +168,8 @@ def main(cfg: TableConfig) -> dict:
     for row in table_rows(cfg.alphas, cfg.kinds, cfg.updates):
         run = CPTConfig(preset=cfg.preset, out=str(out / row.folder), method=row.method, update=row.update,
                         alpha=row.alpha or 0.5, arch=cfg.arch, pt_dir=str(pt_dir), cache_dir=cfg.cache_dir,
-                        progress=cfg.progress, replay=cfg.replay, eval_every=cfg.eval_every)
+                        progress=cfg.progress, replay=cfg.replay,
+                        eval_every=cfg.eval_every or max(1, PRESETS[cfg.preset].cpt_steps // 8))
         results[row] = main_cpt(run)
         _write(out, cfg, results, pt, world)
     return {row.name: final for row, final in results.items()}
@@ -191,7 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--alphas", default=",".join(map(str, ALPHAS)), help="comma-separated new-data fractions")
     ap.add_argument("--kinds", default=",".join(GENERATIVE), help="comma-separated subset of stoc,random,lamol")
     ap.add_argument("--updates", default=",".join(UPDATES), help="comma-separated subset of full,freeze")
-    ap.add_argument("--eval-every", type=int, default=50, help="FTA evaluation interval (the plot's resolution)")
+    ap.add_argument("--eval-every", type=int, default=None,
+                    help="FTA evaluation interval, the plot's resolution (default: CPT steps // 8)")
     ap.add_argument("--score-norm", default="j_plus_1", choices=["j_plus_1", "n_queries"])
     ap.add_argument("--snippet-rule", default="token_argmax", choices=["token_argmax", "window_sum"])
     ap.add_argument("--no-minhash", action="store_true", help="code-faithful: no MinHash deduplication")
