@@ -207,8 +207,6 @@ def attention(
     kv_heads = k_BTKH.shape[2]
     if n % kv_heads:
         raise ValueError(f"{n} query heads are not a multiple of {kv_heads} KV heads")
-    if s == 1 and not return_probs:
-        return decode_attention(q_BSNH, k_BTKH, v_BTKH, mask_BST), None
     q_BSKGH = q_BSNH.astype(F32).reshape(b, s, kv_heads, n // kv_heads, h)
     logits_BKGST = jnp.einsum("bskgh,btkh->bkgst", q_BSKGH, k_BTKH.astype(F32)) * F32(h**-0.5)
     logits_BKGST = jnp.where(mask_BST[:, None, None, :, :], logits_BKGST, jnp.finfo(F32).min)
@@ -216,29 +214,6 @@ def attention(
     out_BSKGH = jnp.einsum("bkgst,btkh->bskgh", probs_BKGST.astype(v_BTKH.dtype), v_BTKH)
     probs = probs_BKGST.reshape(b, n, s, -1) if return_probs else None
     return out_BSKGH.reshape(b, s, n, h), probs
-
-
-def decode_attention(
-    q_BSNH: Float[Array, "B 1 N H"],
-    k_BTKH: Float[Array, "B T K H"],
-    v_BTKH: Float[Array, "B T K H"],
-    mask_BST: Bool[Array, "B 1 T"],
-) -> Float[Array, "B 1 N H"]:
-    """:func:`attention` for one query position (a decode step), as broadcast products and sums.
-
-    The same math in another order: ``einsum`` lowers to B·K tiny batched GEMMs ([G, H] @ [H, T]) whose
-    per-call overhead dominates a decode step on CPU (≈ 1.5× slower sampling for the small Biography model);
-    multiply-and-reduce over H and then over T fuses into two loops.
-    """
-    b, _, n, h = q_BSNH.shape
-    kv_heads = k_BTKH.shape[2]
-    q_BKGH = q_BSNH.astype(F32).reshape(b, kv_heads, n // kv_heads, h)
-    k_BTKH, v_BTKH32 = k_BTKH.astype(F32), v_BTKH.astype(F32)
-    logits_BTKG = jnp.sum(q_BKGH[:, None] * k_BTKH[:, :, :, None, :], axis=-1) * F32(h**-0.5)
-    logits_BTKG = jnp.where(mask_BST[:, 0, :, None, None], logits_BTKG, jnp.finfo(F32).min)
-    probs_BTKG = jax.nn.softmax(logits_BTKG, axis=1)
-    out_BKGH = jnp.sum(probs_BTKG[..., None] * v_BTKH32[:, :, :, None, :], axis=1)
-    return out_BKGH.reshape(b, 1, n, h).astype(v_BTKH.dtype)
 
 
 def cached_attention(

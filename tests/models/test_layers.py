@@ -168,21 +168,3 @@ def test_cache_overflow_gives_nan_logits():
     assert np.isfinite(np.asarray(ok.logits)).all()
     over = forward(model, np.zeros((1, 2), np.int32), cache=ok.cache)
     assert np.isnan(np.asarray(over.logits)).all()
-
-
-def test_decode_attention_equals_the_general_path():
-    """The one-query fast path (products and sums) and the einsum path compute the same GQA attention."""
-    from cfka_jax.models.layers import attention, decode_attention
-
-    rng = np.random.default_rng(0)
-    b, t, n, k, h = 3, 7, 6, 2, 5
-    q = jnp.asarray(rng.normal(size=(b, 1, n, h)), jnp.float32)
-    keys = jnp.asarray(rng.normal(size=(b, t, k, h)), jnp.float32)
-    vals = jnp.asarray(rng.normal(size=(b, t, k, h)), jnp.float32)
-    mask = jnp.asarray(rng.random((b, 1, t)) < 0.7).at[:, :, 0].set(True)
-    general, probs = attention(q, keys, vals, mask, return_probs=True)  # return_probs forces the einsum path
-    fast, none = attention(q, keys, vals, mask)
-    assert none is None
-    np.testing.assert_allclose(np.asarray(fast), np.asarray(general), atol=tolerances.F32_OP_ATOL)
-    np.testing.assert_allclose(np.asarray(decode_attention(q, keys, vals, mask)), np.asarray(general),
-                               atol=tolerances.F32_OP_ATOL)
