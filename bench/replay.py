@@ -40,15 +40,15 @@ import dataclasses  # noqa: E402
 import numpy as np  # noqa: E402
 
 from cfka_jax.continual import replay, stoc  # noqa: E402
-from experiments.biography import PRESETS, build_model  # noqa: E402
-from experiments.biography_replay import ReplaySwitches, replay_config  # noqa: E402
+from cfka_jax.runs.biography import PRESETS, build_model  # noqa: E402
+from cfka_jax.runs.replay import ReplaySwitches, replay_config  # noqa: E402
 
 
 def _model(bundle, pt_dir: str | None):
     p = PRESETS["small"]
     if pt_dir is None:
         return build_model(p, "qwen", len(bundle.tokenizer), seed=0)
-    from experiments.biography import CPTConfig, _load_pt_params
+    from cfka_jax.runs.biography import CPTConfig, _load_pt_params
 
     return _load_pt_params(CPTConfig(preset="small", pt_dir=pt_dir), p, len(bundle.tokenizer))[0]
 

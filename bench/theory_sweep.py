@@ -17,7 +17,7 @@ import time
 import jax
 import numpy as np
 
-from cfka_jax.theory.sweeps import make_grid, run_one_jit, sweep_jit
+from cfka_jax.theory.rate_sweep import make_grid, run_one_jit, sweep_jit
 from cfka_jax.theory.train import SGDConfig
 from cfka_jax.theory.world import WorldConfig, make_world
 

@@ -1,7 +1,7 @@
 """The ``cfka`` command line: a thin shell over the proof checks and experiment scripts.
 
     cfka proofs [--out DIR] [--only NAME]     every proof check, one table, one PNG per lemma
-    cfka sweep  [ARGS...]                     the continual-theory sweep (experiments/continual_sweep.py)
+    cfka sweep  [ARGS...]                     the continual-theory sweep (experiments/theory_sweep.py)
     cfka pt  --preset smoke|small|paper --out DIR                    Biography pre-training
     cfka cpt --preset P --method M --update U [--alpha A] --out DIR  continual pre-training
     cfka stoc-table --preset P --out DIR     STOC / LAMOL / Random replay table (experiments/stoc_table.py)
@@ -46,7 +46,7 @@ def _passthrough(command: str, rest: list[str]) -> int:
 
 
 PASSTHROUGH = {
-    "sweep": ("experiments.continual_sweep", "main"),
+    "sweep": ("experiments.theory_sweep", "main"),
     "stoc-table": ("experiments.stoc_table", "cli"),
     "knowedit": ("experiments.knowedit", "main"),
     "corpus-cpt": ("experiments.corpus_cpt", "main"),
@@ -56,7 +56,7 @@ PASSTHROUGH = {
 def _biography(args: argparse.Namespace) -> int:
     import json
 
-    from experiments import biography as bio
+    from cfka_jax.runs import biography as bio
 
     common = dict(preset=args.preset, out=args.out, arch=args.arch, seed=args.seed, cache_dir=args.cache_dir,
                   progress=not args.no_progress, dtype=args.dtype)
@@ -73,7 +73,7 @@ def _biography(args: argparse.Namespace) -> int:
 
 
 def _switches(args: argparse.Namespace):
-    from experiments.biography_replay import ReplaySwitches
+    from cfka_jax.runs.replay import ReplaySwitches
 
     return ReplaySwitches(score_norm=args.score_norm, snippet_rule=args.snippet_rule, minhash=not args.no_minhash,
                           lamol_sampler=args.lamol_sampler)

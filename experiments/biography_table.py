@@ -14,7 +14,7 @@ import dataclasses
 import json
 import pathlib
 
-from experiments.biography import CPTConfig, PTConfig, main_cpt, main_pt
+from cfka_jax.runs.biography import CPTConfig, PTConfig, main_cpt, main_pt
 
 VARIANTS = (
     ("naive", "full", None),

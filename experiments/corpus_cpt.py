@@ -16,7 +16,7 @@ build the replay corpus from the base model with the real-data settings (``conti
 all candidates, MinHash on) using the first ``--replay-sources`` training documents as STOC sources; mix so that
 replay tokens / all tokens ≈ 1 − α (:func:`replay_mixture`); train (§4.7 defaults: chunks of 256, 8000 steps,
 warm-up 500, 5e-5 → 1e-5 cosine, batch 48); evaluate at step 0, every ``--eval-every`` steps and at the end:
-held-out perplexity (``Heldout/ppl``) and MC accuracy (``continual/multiple_choice.py``: ``Original/acc``,
+held-out perplexity (``Heldout/ppl``) and MC accuracy (``eval/multiple_choice.py``: ``Original/acc``,
 ``Domain/acc``, ``All/acc``, per subject ``<set>/acc/<subject>``).
 
 Output in ``--out``: ``config.json``, ``replay/`` (the corpus, reused when the run is restarted), ``metrics.jsonl``,
@@ -35,18 +35,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfka_jax.continual import multiple_choice as mc
-from cfka_jax.continual.losses import masked_mean_nll
-from cfka_jax.continual.optim import OptimConfig
-from cfka_jax.continual.recipes import train_lm
+from cfka_jax.eval import multiple_choice as mc
+from cfka_jax.train.losses import masked_mean_nll
+from cfka_jax.train.optim import OptimConfig
+from cfka_jax.runs.engine import train_lm
 from cfka_jax.continual.replay import ReplayConfig, build_replay
-from cfka_jax.continual.step import make_eval_logits
-from cfka_jax.continual.trainer import LoopConfig
+from cfka_jax.train.step import make_eval_logits
+from cfka_jax.train.loop import LoopConfig
 from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.data.corpus import CorpusConfig, read_texts, split_heldout, tokenize_texts
 from cfka_jax.data.packing import Packed, pack
 from cfka_jax.models import from_pretrained, load_tokenizer
-from experiments.biography import DTYPES, finish_run, write_config
+from cfka_jax.runs.biography import DTYPES, finish_run, write_config
 
 METHODS = ("naive", "stoc", "lamol", "random")
 SUMMARY_KEYS = ("Heldout/ppl", "Original/acc", "Domain/acc", "All/acc")

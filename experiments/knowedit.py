@@ -13,7 +13,7 @@ model (``continual/replay.py``, real-data settings of §6.3: questions + EOS as 
 10, 3 samples, stop at EOS, 256 tokens, keep all), mix at new-data fraction α (``--mixing alpha``; ``code_5050``
 reproduces the reference's 50/50 bug), and train every method from the base weights (§4.7: chunks of 256, 8000
 steps, warm-up 500, 5e-5 → 1e-5 cosine, batch 48 — the reference's Qwen 12 × 4 accumulation is run as one batch
-of 48). Fluency (``continual/fluency.py``) is logged as ``Original/fluency`` and ``Continual/fluency`` at step 0,
+of 48). Fluency (``eval/fluency.py``) is logged as ``Original/fluency`` and ``Continual/fluency`` at step 0,
 every eval interval and the end.
 
 Output: ``<out>/replay-<kind>/`` (corpora), one run folder per method (``config.json``, ``metrics.jsonl``,
@@ -31,17 +31,17 @@ import pathlib
 import jax.numpy as jnp
 import numpy as np
 
-from cfka_jax.continual.fluency import MODES as FLUENCY_MODES
-from cfka_jax.continual.fluency import fluency, fluency_layout
-from cfka_jax.continual.optim import OptimConfig
-from cfka_jax.continual.recipes import train_lm
+from cfka_jax.eval.fluency import MODES as FLUENCY_MODES
+from cfka_jax.eval.fluency import fluency, fluency_layout
+from cfka_jax.train.optim import OptimConfig
+from cfka_jax.runs.engine import train_lm
 from cfka_jax.continual.replay import ReplayConfig, build_replay
-from cfka_jax.continual.step import make_eval_logits
-from cfka_jax.continual.trainer import LoopConfig
+from cfka_jax.train.step import make_eval_logits
+from cfka_jax.train.loop import LoopConfig
 from cfka_jax.data import knowedit as ke
 from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.models import from_pretrained, load_tokenizer
-from experiments.biography import DTYPES, finish_run, write_config
+from cfka_jax.runs.biography import DTYPES, finish_run, write_config
 
 METHODS = ("naive", "lamol", "stoc")
 SETS = ("Original", "Continual")

@@ -22,12 +22,12 @@ import numpy as np
 from datasets import load_from_disk
 from flax import nnx
 
-from cfka_jax.continual.optim import make_optimizer
-from cfka_jax.continual.step import init_state, make_eval_logits
-from cfka_jax.continual.trainer import checkpoint_manager, restore_latest
+from cfka_jax.train.optim import make_optimizer
+from cfka_jax.train.step import init_state, make_eval_logits
+from cfka_jax.train.loop import checkpoint_manager, restore_latest
 from cfka_jax.data.pipeline import build_data
-from experiments.biography import PRESETS, _opt, build_model
-from experiments.biography_replay import voiced_facts
+from cfka_jax.runs.biography import PRESETS, _opt, build_model
+from cfka_jax.runs.replay import voiced_facts
 
 
 def final_params(run: pathlib.Path, preset: str, arch: str, vocab_size: int):

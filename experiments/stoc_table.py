@@ -18,8 +18,8 @@ import json
 import pathlib
 
 from cfka_jax.data.pipeline import build_data
-from experiments.biography import PRESETS, CPTConfig, PTConfig, main_cpt, main_pt
-from experiments.biography_replay import GENERATIVE, ReplaySwitches, fact_coverage
+from cfka_jax.runs.biography import PRESETS, CPTConfig, PTConfig, main_cpt, main_pt
+from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches, fact_coverage
 
 ALPHAS = (0.5, 0.67, 0.8, 0.9)
 UPDATES = ("full", "freeze")

@@ -1,6 +1,6 @@
 """Claim 1 (spec §2.7, EWC): "EWC only slows convergence and does not move the convergence point".
 
-Setting: ``theory/continual.py`` (old/new fact worlds sharing relation, template and query tokens; Z fixed;
+Setting: ``theory/cpt.py`` (old/new fact worlds sharing relation, template and query tokens; Z fixed;
 PT converged, θ* = U_old; EWC weights w = exact diagonal Fisher of the old data at θ*). CPT is population
 gradient descent on ℓ_new + (k/2) Σ w (Y − Y*)², η_Y = 0.5 (capped at 1/λ_max).
 
@@ -24,10 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfka_jax.theory.continual import (ContinualConfig, active_block, cpt_grad, design, diagonal_fisher,
+from cfka_jax.theory.cpt import (ContinualConfig, active_block, cpt_grad, design, diagonal_fisher,
                                        make_continual_worlds, pretrained)
-from cfka_jax.theory.continual_sweep import SweepSpec, run_grid, theory_grid
-from cfka_jax.theory.continual_theory import (ewc_first_order_shift, minimise, naive_old_prob, objective_hessian,
+from cfka_jax.theory.cpt_sweep import SweepSpec, run_grid, theory_grid
+from cfka_jax.theory.cpt_predictions import (ewc_first_order_shift, minimise, naive_old_prob, objective_hessian,
                                               old_prob_at)
 from cfka_jax.theory.dynamics import error_evolution
 from cfka_jax.theory.train import SGDConfig, scan_logged

@@ -22,9 +22,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from cfka_jax.theory.continual import ContinualConfig, make_continual_worlds, pretrained
-from cfka_jax.theory.continual_sweep import SweepSpec, run_grid, theory_grid
-from cfka_jax.theory.continual_theory import naive_old_prob, old_prob_at
+from cfka_jax.theory.cpt import ContinualConfig, make_continual_worlds, pretrained
+from cfka_jax.theory.cpt_sweep import SweepSpec, run_grid, theory_grid
+from cfka_jax.theory.cpt_predictions import naive_old_prob, old_prob_at
 from proofs_check.common import at_least, holds, main_for, refuted, require_x64, save_figure
 
 ALPHAS = (0.9, 1.0)

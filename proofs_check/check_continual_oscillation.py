@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfka_jax.theory.continual import (ContinualConfig, active_block, design, diagonal_fisher, make_continual_worlds,
+from cfka_jax.theory.cpt import (ContinualConfig, active_block, design, diagonal_fisher, make_continual_worlds,
                                        mixture_joint, pretrained)
-from cfka_jax.theory.continual_sweep import SweepSpec, run_grid, theory_grid
-from cfka_jax.theory.continual_theory import gradient_covariance, objective_hessian, sgd_covariance, token_block_indices
+from cfka_jax.theory.cpt_sweep import SweepSpec, run_grid, theory_grid
+from cfka_jax.theory.cpt_predictions import gradient_covariance, objective_hessian, sgd_covariance, token_block_indices
 from proofs_check.common import at_least, holds, main_for, require_x64, save_figure
 
 ALPHAS = (0.5, 0.67, 0.8, 0.9, 1.0)

@@ -24,9 +24,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from cfka_jax.theory.continual import ContinualConfig, make_continual_worlds, mixture_joint
-from cfka_jax.theory.continual_sweep import SweepSpec, replay_joint, run_grid, theory_grid
-from cfka_jax.theory.continual_theory import mixture_nb_optimum, moment_residual, naive_old_prob, old_prob_at
+from cfka_jax.theory.cpt import ContinualConfig, make_continual_worlds, mixture_joint
+from cfka_jax.theory.cpt_sweep import SweepSpec, replay_joint, run_grid, theory_grid
+from cfka_jax.theory.cpt_predictions import mixture_nb_optimum, moment_residual, naive_old_prob, old_prob_at
 from proofs_check.common import holds, main_for, refuted, require_x64, save_figure
 
 ALPHAS = (0.5, 0.67, 0.8, 0.9, 1.0)

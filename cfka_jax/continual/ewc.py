@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 import jax
 import jax.numpy as jnp
 
-from cfka_jax.continual.step import lm_loss
+from cfka_jax.train.step import lm_loss
 
 
 def _sq_add(acc, g, scale):

@@ -9,7 +9,7 @@ drawn from Pr(X, o). Gradient flow Ẏ = −η_Y ∇_Y ℓ, Ż = −η_Z ∇_Z �
 (continuous time τ = steps · dt with rates η_Y, η_Z), for checks that need the exact flow.
 
 Every driver is a pure function of (params, world, key, rates) with a static config, so it can be ``jax.jit``-ed
-and ``jax.vmap``-ed over seeds and learning rates (see ``theory/sweeps.py``).
+and ``jax.vmap``-ed over seeds and learning rates (see ``theory/rate_sweep.py``).
 """
 
 from __future__ import annotations

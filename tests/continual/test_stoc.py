@@ -6,7 +6,7 @@ import pytest
 from flax import nnx
 
 from cfka_jax.continual import stoc
-from tests.continual.helpers import VOCAB, tiny_model
+from tests.helpers import VOCAB, tiny_model
 from tests.tolerances import F32_EXACT_RTOL, F32_OP_ATOL
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from cfka_jax.continual import multiple_choice as mc
+from cfka_jax.eval import multiple_choice as mc
 from cfka_jax.data.corpus import CorpusConfig, tokenize_texts
 from cfka_jax.data.tokenize import train_word_tokenizer
 from cfka_jax.models import save_pretrained

@@ -3,10 +3,10 @@
 import numpy as np
 from flax import nnx
 
-from cfka_jax.continual.evaluate import fta
-from cfka_jax.continual.step import make_eval_logits
+from cfka_jax.eval.fta import fta
+from cfka_jax.train.step import make_eval_logits
 from cfka_jax.data.pipeline import build_data
-from experiments.biography import PRESETS, build_model
+from cfka_jax.runs.biography import PRESETS, build_model
 from experiments.replay_retention import occurrence_soft
 
 

@@ -7,7 +7,7 @@ import pytest
 from flax import nnx
 
 from cfka_jax.models.pythia import PythiaConfig, PythiaModel
-from tests.continual.helpers import tiny_model
+from tests.helpers import tiny_model
 from tests.tolerances import F32_MODEL_ATOL
 
 

@@ -1,6 +1,6 @@
 """Predictions for continual training in the theory model (spec cfka_stoc.md §2.4, §2.6, §2.7).
 
-Conventions as in ``theory/continual.py``: Z fixed, t counts SGD steps of size η_Y on Y, CPT starts at
+Conventions as in ``theory/cpt.py``: Z fixed, t counts SGD steps of size η_Y on Y, CPT starts at
 θ* = U_old, and the objective is ℓ_{k,α}(Y) = CE under Pr_α + (k/2) Σ w (Y − Y*)², with e the active block of Y
 (object rows × context-token columns, flattened as in ``dynamics.flatten_error``).
 
@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from cfka_jax.shapes import Array, Float
-from cfka_jax.theory.continual import (ContinualWorlds, FactSet, active_block, cpt_grad, design, fact_prob,
+from cfka_jax.theory.cpt import (ContinualWorlds, FactSet, active_block, cpt_grad, design, fact_prob,
                                        with_joint)
 from cfka_jax.theory.dynamics import spectrum
 from cfka_jax.theory.model import YZParams, yz_logits

@@ -2,9 +2,9 @@ import jax
 import numpy as np
 import pytest
 
-from cfka_jax.theory import continual as cl
-from cfka_jax.theory import continual_sweep as cs
-from cfka_jax.theory.continual_theory import naive_old_prob
+from cfka_jax.theory import cpt as cl
+from cfka_jax.theory import cpt_sweep as cs
+from cfka_jax.theory.cpt_predictions import naive_old_prob
 
 TINY = cl.ContinualConfig(num_old_subjects=3, num_new_subjects=1, num_changed=1, num_relations=2,
                           objects_per_relation=2, smoothing=0.15, seed=1)

@@ -4,9 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from cfka_jax.continual.fluency import fluency, fluency_layout, soft_token_sums
-from cfka_jax.continual.step import make_eval_logits
-from tests.continual.helpers import VOCAB, split, tiny_model
+from cfka_jax.eval.fluency import fluency, fluency_layout, soft_token_sums
+from cfka_jax.train.step import make_eval_logits
+from tests.helpers import VOCAB, split, tiny_model
 
 EOS, SEQ = 0, 7
 

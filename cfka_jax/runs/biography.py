@@ -24,16 +24,16 @@ import numpy as np
 from flax import nnx
 
 from cfka_jax.continual.ewc import ewc_penalty, fisher_batch_mean, fisher_per_example
-from cfka_jax.continual.optim import OptimConfig
-from cfka_jax.continual.recipes import fta_evaluator, train_lm
-from cfka_jax.continual.trainer import LoopConfig
+from cfka_jax.train.optim import OptimConfig
+from cfka_jax.runs.engine import fta_evaluator, train_lm
+from cfka_jax.train.loop import LoopConfig
 from cfka_jax.data.batching import EpochBatcher, packed_batch
 from cfka_jax.data.packing import mix_replay
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.data.pipeline import preset as data_preset
 from cfka_jax.models.pythia import PythiaConfig, PythiaModel
 from cfka_jax.models.qwen import QwenConfig, QwenModel
-from experiments.biography_replay import (
+from cfka_jax.runs.replay import (
     GENERATIVE,
     ReplaySwitches,
     ensure_replay,
@@ -196,7 +196,7 @@ def _loop(p: RunPreset, steps: int, progress: bool, eval_every: int | None = Non
 
 def _em(graphdef, params, rest, bundle, sets: dict, p: RunPreset, seed: int, dtype: str) -> dict:
     """Generation EM (T = 0.2, 32 new tokens, clean prompts) on the first ``p.em_docs`` biographies of each set."""
-    from cfka_jax.continual.em import em_prompts, exact_match_rate
+    from cfka_jax.eval.em import em_prompts, exact_match_rate
 
     if DTYPES[dtype] is not None:
         params = jax.tree.map(lambda x: x.astype(DTYPES[dtype]), params)
@@ -255,9 +255,9 @@ def main_pt(cfg: PTConfig) -> dict:
 
 def _load_pt_params(cfg: CPTConfig, p: RunPreset, vocab_size: int):
     """The PT run's final parameters, restored into a fresh model of the same preset."""
-    from cfka_jax.continual.optim import make_optimizer
-    from cfka_jax.continual.step import init_state, master_params
-    from cfka_jax.continual.trainer import checkpoint_manager, restore_latest
+    from cfka_jax.train.optim import make_optimizer
+    from cfka_jax.train.step import init_state, master_params
+    from cfka_jax.train.loop import checkpoint_manager, restore_latest
 
     model = build_model(p, cfg.arch, vocab_size, cfg.seed, cfg.dtype)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)

@@ -1,11 +1,11 @@
-"""Smoke test of `cfka sweep` (experiments/continual_sweep.py) on a tiny grid."""
+"""Smoke test of `cfka sweep` (experiments/theory_sweep.py) on a tiny grid."""
 
 import csv
 import json
 
 import pytest
 
-from experiments import continual_sweep as exp
+from experiments import theory_sweep as exp
 
 
 def test_tiny_sweep_writes_csv_and_plots(tmp_path):

@@ -20,7 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from tqdm.auto import tqdm
 
-from cfka_jax.continual.step import TrainState
+from cfka_jax.train.step import TrainState
 
 
 class NonFiniteError(RuntimeError):

@@ -1,15 +1,15 @@
 """`cfka sweep`: continual training of the theory model over EWC strength k × new-data fraction α × seeds.
 
 Reproduces the sweep of issue 6 (spec cfka_stoc.md §2.7, §2.9): CPT of the old/new fact worlds of
-``cfka_jax/theory/continual.py`` (Z fixed, PT converged), every (k, α) with its exact convergence point and
-linearised predictions (``theory/continual_sweep.py``). Writes ``sweep.csv`` (one row per (k, α): measured vs
+``cfka_jax/theory/cpt.py`` (Z fixed, PT converged), every (k, α) with its exact convergence point and
+linearised predictions (``theory/cpt_sweep.py``). Writes ``sweep.csv`` (one row per (k, α): measured vs
 predicted old/new-fact probability, distance to the convergence point, probe-column fluctuation),
 ``config.json`` and three plots: ``sweep_trajectories.png``, ``sweep_distance_vs_k.png``,
 ``sweep_amplitude_vs_alpha.png``.
 
     cfka sweep --ks 0,0.1,1,10 --alphas 0.5,0.67,0.8,0.9,1 --seeds 16 --steps 4000 --out runs/sweep
     cfka sweep --config grid.toml            (keys = SweepConfig fields; command-line flags override the file)
-    python -m experiments.continual_sweep --help
+    python -m experiments.theory_sweep --help
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class SweepConfig:
         self.spec()  # validates the grid
 
     def spec(self):
-        from cfka_jax.theory.continual_sweep import SweepSpec
+        from cfka_jax.theory.cpt_sweep import SweepSpec
 
         return SweepSpec(ks=tuple(self.ks), alphas=tuple(self.alphas), num_seeds=self.num_seeds, steps=self.steps,
                          log_every=self.log_every, batch_size=self.batch_size or None, eta_y=self.eta_y,
@@ -123,8 +123,8 @@ def run_sweep(cfg: SweepConfig):
     import jax
     from tqdm import tqdm
 
-    from cfka_jax.theory.continual import ContinualConfig, make_continual_worlds
-    from cfka_jax.theory.continual_sweep import run_grid, theory_grid
+    from cfka_jax.theory.cpt import ContinualConfig, make_continual_worlds
+    from cfka_jax.theory.cpt_sweep import run_grid, theory_grid
 
     spec = cfg.spec()
     worlds = make_continual_worlds(ContinualConfig(smoothing=cfg.smoothing, seed=cfg.world_seed))
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from cfka_jax.theory.continual_sweep import summarise, write_csv
+    from cfka_jax.theory.cpt_sweep import summarise, write_csv
 
     cfg = load_config(sys.argv[1:] if argv is None else argv)
     out = pathlib.Path(cfg.out)

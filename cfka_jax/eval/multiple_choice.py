@@ -21,7 +21,7 @@ Prediction: ``argmax_c logits[last, id(letter_c)]`` over the question's letters,
 token of ``tokenizer(" A")`` (the letters must map to distinct ids), and ``last`` is the prompt's final position.
 Prompts are batched right-padded with an attention mask (positions 0 … S−1, so real tokens see the positions of
 an unpadded forward) in power-of-two length buckets, and the scoring is one jitted pure function of the
-parameters (split/merge, ``continual/step.py``). Accuracy is the mean over questions (MMLU's "weighted" average),
+parameters (split/merge, ``train/step.py``). Accuracy is the mean over questions (MMLU's "weighted" average),
 overall (``All``), per named set and per subject.
 """
 
@@ -301,7 +301,7 @@ def last_logits(graphdef, params, rest, tokens_BS: Int[Array, "B S"], mask_BS: I
 
 def make_choice_scorer(graphdef, rest, letter_ids: np.ndarray, compute_dtype=None):
     """Jitted ``score(params, tokens_BS, mask_BS, last_B) -> letter logits B C``: ``last_logits`` at the ids of
-    " A", " B", … (split/merge as in ``continual/step.make_eval_logits``; no closure over a stateful model).
+    " A", " B", … (split/merge as in ``train/step.make_eval_logits``; no closure over a stateful model).
     Floating parameters are cast to ``compute_dtype`` first when given (mixed precision, as in training)."""
     ids_C = jnp.asarray(letter_ids, jnp.int32)
 

@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cfka_jax.data.packing import FtaTargets, Packed
+from cfka_jax.data.templates import ATTRIBUTES
 from cfka_jax.shapes import Array, Float, Int
 
 
@@ -61,3 +63,32 @@ def summarize(counts: FTACounts, attr_names: tuple[str, ...]) -> dict[str, float
 def exact_match(generation: str, answer: str) -> bool:
     """The reference's EM test: the answer (leading space stripped) is a substring of the generation."""
     return answer.strip() in generation
+
+
+def eval_rows(num_chunks: int, batch_size: int, stride: int) -> list[slice]:
+    """Row blocks to evaluate: every block (stride 1) or the reference's every ``stride``-th block."""
+    if stride < 1 or batch_size < 1:
+        raise ValueError(f"stride and batch_size must be >= 1, got {stride}, {batch_size}")
+    return [slice(i, min(i + batch_size, num_chunks)) for i in range(0, num_chunks, batch_size * stride)]
+
+
+def fta(logits_fn, params, packed: Packed, targets: FtaTargets, *, batch_size: int = 16, stride: int = 1) -> dict:
+    """{'hFTA', 'sFTA', 'hFTA/<attr>', 'sFTA/<attr>', 'n'} of ``logits_fn(params, batch)`` on ``packed``.
+
+    Chunks are forwarded with their position ids and no attention mask, as the reference does (with segment ids
+    when the set was packed with document masking).
+    """
+    counts = FTACounts(*(jnp.zeros(len(ATTRIBUTES), jnp.float32),) * 3)
+    count_fn = jax.jit(fta_counts)
+    shape = packed.tokens.shape
+    masks = np.stack([targets.mask(a, shape) for a in range(len(ATTRIBUTES))]).astype(np.float32)
+    for rows in eval_rows(packed.num_chunks, batch_size, stride):
+        tokens = np.asarray(packed.tokens[rows])
+        pad = batch_size - tokens.shape[0]  # keep one compiled shape: pad the last block with ignored rows
+        batch = {"tokens": jnp.asarray(np.pad(tokens, ((0, pad), (0, 0))), jnp.int32),
+                 "positions": jnp.asarray(np.pad(packed.positions[rows], ((0, pad), (0, 0))), jnp.int32)}
+        if packed.doc_mask:
+            batch["segment_ids"] = jnp.asarray(np.pad(packed.segment_ids[rows], ((0, pad), (0, 0))), jnp.int32)
+        mask = jnp.asarray(np.pad(masks[:, rows], ((0, 0), (0, pad), (0, 0))))
+        counts = add_counts(counts, count_fn(logits_fn(params, batch), batch["tokens"], mask))
+    return summarize(counts, ATTRIBUTES)

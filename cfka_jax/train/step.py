@@ -8,7 +8,7 @@
 A batch is a dict with ``tokens`` (int32 ``B S``), ``target_mask`` (``B S``, 1 where the token is a training
 target) and optionally ``positions`` (``B S``), ``attention_mask`` (``B S``, 1 keep / 0 pad) and ``segment_ids``
 (``B S``, document masking of packed chunks). The loss is the
-mean next-token NLL over targets (``continual/losses.py``) plus an optional penalty of the parameters (EWC).
+mean next-token NLL over targets (``train/losses.py``) plus an optional penalty of the parameters (EWC).
 If the loss or the gradient norm is not finite the step returns the *previous* state unchanged with
 ``finite = False``: the caller stops and the last good state (and checkpoint) survive.
 """
@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from cfka_jax.continual.losses import masked_mean_nll
+from cfka_jax.train.losses import masked_mean_nll
 
 Penalty = Callable[[Any], jax.Array]
 

@@ -2,7 +2,7 @@
 
 One jitted call runs P = |k| · |α| · seeds CPT runs (``run_grid``); ``theory_grid`` computes, for every (k, α),
 the exact convergence point of ℓ_{k,α} and the linearised predictions at it (rate, SGD covariance of the probe
-column y_s, λ⁺_min of the mixture H̃_s). Time convention as in ``theory/continual.py``: t counts SGD steps of size
+column y_s, λ⁺_min of the mixture H̃_s). Time convention as in ``theory/cpt.py``: t counts SGD steps of size
 η_Y on Y, Z fixed. Runs whose Hessian would make η_Y λ_max ≥ 1 use η = 1/λ_max instead (reported per row).
 """
 
@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfka_jax.shapes import Array, Float
-from cfka_jax.theory.continual import (ContinualWorlds, Method, Trace, active_block, diagonal_fisher, generative_joint,
+from cfka_jax.theory.cpt import (ContinualWorlds, Method, Trace, active_block, diagonal_fisher, generative_joint,
                                        mixture_joint, pretrained, run_cpt)
-from cfka_jax.theory.continual_theory import (gradient_covariance, linear_rate, minimise, mixture_nb_optimum,
+from cfka_jax.theory.cpt_predictions import (gradient_covariance, linear_rate, minimise, mixture_nb_optimum,
                                               objective_hessian, old_prob_at, sgd_covariance, token_block_indices,
                                               token_curvature)
 from cfka_jax.theory.train import SGDConfig

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from experiments import biography as bio
+from cfka_jax.runs import biography as bio
 
 
 @pytest.fixture(scope="module")

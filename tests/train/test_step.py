@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from cfka_jax.continual.ewc import ewc_penalty, fisher_batch_mean, fisher_per_example
-from cfka_jax.continual.optim import OptimConfig, decay_mask, lr_schedule, make_optimizer
-from cfka_jax.continual.step import init_state, lm_loss, make_train_step
-from tests.continual.helpers import batch, split, tiny_model
+from cfka_jax.train.optim import OptimConfig, decay_mask, lr_schedule, make_optimizer
+from cfka_jax.train.step import init_state, lm_loss, make_train_step
+from tests.helpers import batch, split, tiny_model
 
 CFG = OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=10)
 
@@ -103,7 +103,7 @@ def test_optim_config_validation(kw):
 def test_bf16_mixed_precision_keeps_f32_master_weights_and_learns():
     from flax import nnx
 
-    from cfka_jax.continual.step import master_params
+    from cfka_jax.train.step import master_params
     from cfka_jax.models.qwen import QwenConfig, QwenModel
 
     cfg = QwenConfig(model_type="qwen2", vocab_size=37, hidden_size=24, intermediate_size=29, num_hidden_layers=2,

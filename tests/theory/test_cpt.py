@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfka_jax.theory import continual as cl
-from cfka_jax.theory import continual_theory as ct
+from cfka_jax.theory import cpt as cl
+from cfka_jax.theory import cpt_predictions as ct
 from cfka_jax.theory.dynamics import error_hessian, stationary_covariance
 from cfka_jax.theory.model import YZParams, yz_loss
 from cfka_jax.theory.optimum import bayes_posterior

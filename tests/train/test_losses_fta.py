@@ -2,8 +2,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfka_jax.continual.losses import masked_mean_nll, next_token_nll
-from cfka_jax.continual.metrics import FTACounts, add_counts, exact_match, fta_counts, summarize
+from cfka_jax.train.losses import masked_mean_nll, next_token_nll
+from cfka_jax.eval.fta import FTACounts, add_counts, exact_match, fta_counts, summarize
 from tests.tolerances import F32_EXACT_RTOL
 
 

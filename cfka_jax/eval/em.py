@@ -16,7 +16,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from cfka_jax.continual.metrics import exact_match
+from cfka_jax.eval.fta import exact_match
 from cfka_jax.data.templates import ATTRIBUTES
 from cfka_jax.models.generate import SamplerConfig, generate, pad_prompts
 

@@ -9,7 +9,7 @@ import pytest
 
 from cfka_jax.continual import peft
 from cfka_jax.models import QwenConfig, QwenModel
-from cfka_jax.models import checkpoint as ckpt
+from cfka_jax.train import checkpoint as ckpt
 
 CFG = QwenConfig(
     model_type="qwen3", vocab_size=31, hidden_size=14, head_dim=4, intermediate_size=19, num_hidden_layers=2,

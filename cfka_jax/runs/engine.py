@@ -13,10 +13,10 @@ from typing import Callable
 
 from flax import nnx
 
-from cfka_jax.continual.evaluate import fta
-from cfka_jax.continual.optim import OptimConfig, make_optimizer
-from cfka_jax.continual.step import TrainState, init_state, make_eval_logits, make_train_step, master_params
-from cfka_jax.continual.trainer import LoopConfig, run_loop
+from cfka_jax.eval.fta import fta
+from cfka_jax.train.optim import OptimConfig, make_optimizer
+from cfka_jax.train.step import TrainState, init_state, make_eval_logits, make_train_step, master_params
+from cfka_jax.train.loop import LoopConfig, run_loop
 
 
 def fta_evaluator(graphdef, rest, eval_sets: dict, *, batch_size: int = 16, stride: int = 1,
@@ -51,7 +51,7 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
       penalty: ``params → scalar`` added to the loss (EWC), or None.
       trainable: ``params → pytree of bools`` (False = frozen), or None.
       compute_dtype: mixed precision (e.g. bfloat16 for a bf16-config model): float32 master parameters, the
-        forward/backward pass in ``compute_dtype``, float32 loss (``continual/step.py``).
+        forward/backward pass in ``compute_dtype``, float32 loss (``train/step.py``).
     """
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     if compute_dtype is not None:

@@ -1,10 +1,10 @@
 import jax
 import numpy as np
 
-from cfka_jax.continual.em import em_prompts, exact_match_rate
+from cfka_jax.eval.em import em_prompts, exact_match_rate
 from cfka_jax.data.biography import BiographyConfig, generate_world
 from cfka_jax.data.tokenize import tokenize_split, train_word_tokenizer
-from tests.continual.helpers import split, tiny_model  # noqa: F401  (tiny_model builds the test LM)
+from tests.helpers import split, tiny_model  # noqa: F401  (tiny_model builds the test LM)
 
 
 def _world(tmp_path):

@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cfka_jax.continual.optim import OptimConfig, make_optimizer
-from cfka_jax.continual.step import init_state, make_train_step
-from cfka_jax.continual.trainer import LoopConfig, NonFiniteError, run_loop
-from tests.continual.helpers import batch, split, tiny_model
+from cfka_jax.train.optim import OptimConfig, make_optimizer
+from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.train.loop import LoopConfig, NonFiniteError, run_loop
+from tests.helpers import batch, split, tiny_model
 
 OPT = OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=1, total_steps=6)
 

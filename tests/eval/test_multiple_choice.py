@@ -1,4 +1,4 @@
-"""MMLU-style multiple choice (cfka_jax/continual/multiple_choice.py): readers, prompts, letters, and the batched
+"""MMLU-style multiple choice (cfka_jax/eval/multiple_choice.py): readers, prompts, letters, and the batched
 jitted scorer against an unpadded per-example forward and against a model whose right answers are known."""
 
 import csv
@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from flax import nnx
 
-from cfka_jax.continual import multiple_choice as mc
+from cfka_jax.eval import multiple_choice as mc
 from cfka_jax.data.tokenize import train_word_tokenizer
 from cfka_jax.models.qwen import QwenConfig, QwenModel
 from tests.tolerances import F32_MODEL_ATOL

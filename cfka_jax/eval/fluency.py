@@ -16,7 +16,7 @@ context:
 * ``'per_example'`` (clean): every sequence alone, right-padded to the longest one with an attention mask; the
   context is the sequence's own prefix. Only an answer starting at position 0 (empty prompt) loses its first token.
 
-``stride = 24`` evaluates only the reference's ≈ 1/24 row subsample (``continual/evaluate.eval_rows``, M1); rows are
+``stride = 24`` evaluates only the reference's ≈ 1/24 row subsample (``eval/fta.eval_rows``, M1); rows are
 chunks ('packed') or examples ('per_example'). Shapes: B rows, S positions, V vocabulary (``cfka_jax/shapes.py``).
 """
 
@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfka_jax.continual.evaluate import eval_rows
+from cfka_jax.eval.fta import eval_rows
 from cfka_jax.data.packing import pack
 from cfka_jax.shapes import Array, Float, Int
 
@@ -144,7 +144,7 @@ def fluency(logits_fn, params, layout: FluencyLayout, *, batch_size: int = 16, s
     """{'fluency', 'n', 'dropped_pos0'} of ``logits_fn(params, batch)`` on ``layout`` (module docstring).
 
     Args:
-      logits_fn: e.g. ``continual/step.make_eval_logits(graphdef, rest, compute_dtype)``.
+      logits_fn: e.g. ``train/step.make_eval_logits(graphdef, rest, compute_dtype)``.
       params: the parameters passed to ``logits_fn``.
       layout: from ``fluency_layout``.
       batch_size: rows per forward pass.
