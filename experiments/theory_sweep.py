@@ -19,8 +19,11 @@ import dataclasses
 import json
 import pathlib
 import sys
+import typing
 
 import numpy as np
+
+from cfka_jax import jsonio
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,9 +57,14 @@ class SweepConfig:
     x64: bool = True
 
     def __post_init__(self):
+        from cfka_jax.theory.cpt import ContinualConfig
+
         if self.chunk_runs < self.num_seeds:
             raise ValueError(f"chunk_runs={self.chunk_runs} must hold at least one grid point ({self.num_seeds} seeds)")
+        if self.world_seed < 0:
+            raise ValueError(f"world_seed must be >= 0, got {self.world_seed}")
         self.spec()  # validates the grid
+        ContinualConfig(smoothing=self.smoothing, seed=self.world_seed)  # validates the worlds
 
     def spec(self):
         from cfka_jax.theory.cpt_sweep import SweepSpec
@@ -91,27 +99,60 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_config(argv: list[str]) -> SweepConfig:
-    """Defaults ← config file (TOML/JSON) ← command-line flags."""
-    args = vars(_parser().parse_args(argv))
-    fields = {}
-    path = args.pop("config")
-    if path:
-        text = pathlib.Path(path).read_text()
-        if path.endswith(".toml"):
-            import tomllib
+def read_config_file(path: str) -> dict:
+    """The SweepConfig fields of a TOML (``.toml``) or JSON (any other suffix) file, type-checked, nothing converted
+    except lists to tuples.
 
-            fields.update(tomllib.loads(text))
-        else:
-            fields.update(json.loads(text))
-    fields.update({k: v for k, v in args.items() if v is not None})
-    unknown = set(fields) - {f.name for f in dataclasses.fields(SweepConfig)}
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: invalid UTF-8, TOML or JSON (naming the file and line), a top level that is not a table/object,
+        an unknown key, or a value of the wrong type or out of range (naming the file and the key): ``x64 =
+        "false"`` is rejected, not read as true; every α must lie in (0, 1] and every k be >= 0.
+    """
+    if not pathlib.Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such sweep config file")
+    if path.endswith(".toml"):
+        import tomllib
+
+        try:
+            fields = tomllib.loads(jsonio.read_text(path))
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"{path}: invalid TOML: {e}") from None
+    else:
+        fields = jsonio.read_json_object(path, "a JSON object of SweepConfig fields")
+    hints = typing.get_type_hints(SweepConfig)
+    unknown = sorted(set(fields) - set(hints))
     if unknown:
-        raise ValueError(f"unknown sweep config keys: {sorted(unknown)}")
-    for name in ("ks", "alphas"):
-        if name in fields:
-            fields[name] = tuple(float(x) for x in fields[name])
-    return SweepConfig(**fields)
+        raise ValueError(f"{path}: unknown sweep config key(s) {unknown}; known: {sorted(hints)}")
+    for key, value in fields.items():
+        problem = jsonio.type_problem(value, hints[key])
+        if problem:
+            raise ValueError(f"{path}: key {key!r} {problem}")
+    for i, a in enumerate(fields.get("alphas", ())):
+        if not 0.0 < a <= 1.0:
+            raise ValueError(f"{path}: key 'alphas'[{i}] = {a} outside (0, 1] (the new-data fraction)")
+    for i, k in enumerate(fields.get("ks", ())):
+        if k < 0:
+            raise ValueError(f"{path}: key 'ks'[{i}] = {k} is negative (an EWC strength)")
+    return {k: tuple(float(x) for x in v) if k in ("ks", "alphas") else v for k, v in fields.items()}
+
+
+def load_config(argv: list[str]) -> SweepConfig:
+    """Defaults ← config file (TOML/JSON) ← command-line flags.
+
+    Raises:
+      FileNotFoundError / ValueError: see :func:`read_config_file`; a value that breaks a cross-field rule is
+        named with the config file it may come from.
+    """
+    args = vars(_parser().parse_args(argv))
+    path = args.pop("config")
+    fields = read_config_file(path) if path else {}
+    fields.update({k: v for k, v in args.items() if v is not None})
+    try:
+        return SweepConfig(**fields)
+    except ValueError as e:
+        source = f"{path} with the command-line flags" if path else "command-line flags"
+        raise ValueError(f"sweep config ({source}): {e}") from None
 
 
 def run_sweep(cfg: SweepConfig):

@@ -10,8 +10,9 @@ Accepted inputs (nothing is downloaded):
 * a list of any of these, read in the given order.
 
 Documents whose text is empty after stripping are skipped. Every other problem raises ``ValueError`` naming the
-file and the line (jsonl, 1-based), row (parquet, 0-based) and key: invalid JSON, a line that is not an object, a
-missing field, a non-string text, an unknown extension, a missing path, an empty corpus.
+file and the line (txt/jsonl, 1-based), row (parquet, 0-based) and key: invalid UTF-8 or a NUL character (a
+binary file), invalid JSON, a lone UTF-16 surrogate escape, JSON nested too deeply to decode, a line that is not an
+object, a missing field, a non-string text, an unknown extension, a missing path, an empty corpus.
 
 Tokenisation: ``ids = tokenizer(text)["input_ids"] + [EOS]`` (the tokenizer's own special tokens included, EOS
 not doubled when the tokenizer already ends with it). With ``max_length`` a document of more than ``max_length``
@@ -19,6 +20,14 @@ tokens (EOS counted) is either truncated to its first ``max_length − 1`` token
 the reference's ``model_max_length`` behaviour) or cut into consecutive pieces of at most ``max_length − 1``
 tokens, each + EOS (``overflow="split"``, so no text is lost). Documents are int32 numpy arrays, the input of
 ``cfka_jax.data.batching.EpochBatcher`` and of the replay builders.
+
+Truncation cuts the *text* before encoding, so a 16 MB line costs as much as its head: a fast tokenizer encodes a
+character prefix (8 characters per wanted token + 64 at first, four times longer on each retry), and the prefix
+is used only if at least ``max_length + 1`` of its tokens lie before the pieces a cut can change (its last
+pre-tokenized word: a split word, a lookahead on trailing whitespace; the pieces of an added token such as
+``<|endoftext|>`` cut in half, and the word before them; plus one word of margin); otherwise the prefix grows, up
+to the whole text. The result equals encoding the whole text and then cutting it (tested on normal text and on
+cuts placed inside special tokens, whitespace runs and long words).
 """
 
 from __future__ import annotations
@@ -31,11 +40,16 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from cfka_jax.data.io import iter_jsonl
+from cfka_jax import jsonio
+from cfka_jax.jsonio import iter_jsonl
 
 SUFFIXES = (".txt", ".jsonl", ".parquet")
 PathLike = str | os.PathLike
 _BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n")
+_CHARS_PER_TOKEN = 8
+"""First guess of characters per token when cutting a text before encoding (English BPE averages about 4)."""
+_CUT_MARGIN = 64
+"""Characters added to that first guess, so that short limits still see a few words past the kept tokens."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +110,14 @@ def corpus_files(paths: PathLike | Sequence[PathLike]) -> list[pathlib.Path]:
 
 
 def read_txt(path: PathLike) -> list[str]:
-    """Documents of a text file: blocks separated by blank lines, stripped, empty blocks dropped."""
-    text = pathlib.Path(path).read_text(encoding="utf-8").replace("\r\n", "\n")
+    """Documents of a text file: blocks separated by blank lines, stripped, empty blocks dropped.
+
+    Line ends ``\r\n`` and ``\r`` read as ``\n`` (Python's universal newlines).
+
+    Raises:
+      ValueError: invalid UTF-8 or a NUL character (a binary file), naming the file and line.
+    """
+    text = jsonio.read_text(path).replace("\r\n", "\n").replace("\r", "\n")
     return [doc.strip() for doc in _BLANK_LINES.split(text) if doc.strip()]
 
 
@@ -105,8 +125,8 @@ def read_jsonl(path: PathLike, text_field: str = "text") -> list[str]:
     """The ``text_field`` string of every non-blank line of a JSON-lines file (empty texts dropped).
 
     Raises:
-      ValueError: naming the file and 1-based line for invalid JSON, a non-object line, a missing field or a
-        non-string value.
+      ValueError: naming the file and 1-based line for invalid UTF-8 or JSON, a lone surrogate, nesting too deep,
+        a non-object line, a missing field or a non-string value.
     """
     docs = []
     for where, record in iter_jsonl(path):
@@ -124,7 +144,8 @@ def read_parquet(path: PathLike, text_field: str = "text") -> list[str]:
     """The ``text_field`` column of a Parquet file (empty texts dropped).
 
     Raises:
-      ValueError: naming the file for a missing or non-string column, and the 0-based row of a null value.
+      ValueError: naming the file for a missing or non-string column, and the 0-based row of a null value or of
+        invalid UTF-8.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -138,7 +159,16 @@ def read_parquet(path: PathLike, text_field: str = "text") -> list[str]:
     kind = schema.field(text_field).type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         raise ValueError(f"{path}: column {text_field!r} must hold strings, got type {kind}")
-    column = pq.read_table(path, columns=[text_field]).column(text_field).to_pylist()
+    try:
+        table = pq.read_table(path, columns=[text_field])
+    except (pa.ArrowException, OSError) as err:
+        raise ValueError(f"{path}: not a readable Parquet file ({err})") from err
+    try:
+        column = table.column(text_field).to_pylist()
+    except UnicodeDecodeError:
+        raw = table.column(text_field).cast(pa.binary()).to_pylist()
+        row = next(i for i, b in enumerate(raw) if b is not None and not _is_utf8(b))
+        raise ValueError(f"{path}, row {row}: column {text_field!r} holds invalid UTF-8") from None
     docs = []
     for row, text in enumerate(column):
         if text is None:
@@ -146,6 +176,14 @@ def read_parquet(path: PathLike, text_field: str = "text") -> list[str]:
         if text.strip():
             docs.append(text.strip())
     return docs
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def read_texts(paths: PathLike | Sequence[PathLike], *, text_field: str = "text") -> list[str]:
@@ -183,6 +221,45 @@ def _finish(ids: list[int], eos_id: int, max_length: int | None, overflow: str) 
     return [np.asarray(ids[i:i + body] + [eos_id], np.int32) for i in range(0, len(ids), body)]
 
 
+def _stable_tokens(word_ids: list[int | None], offsets: list[tuple[int, int]], safe_end: int) -> int:
+    """How many leading tokens of an encoded prefix cannot change when the rest of the text follows.
+
+    A cut can change the prefix's last pre-tokenized word (a split word, a lookahead on trailing whitespace) and,
+    when it falls inside an added token such as ``<|endoftext|>``, every piece after ``safe_end`` (the cut minus
+    the longest added token) and the word before them. One more word is held back as a margin. Special tokens
+    (word id None) count where they sit.
+    """
+    words = [w for w in word_ids if w is not None]
+    if not words:
+        return 0
+    first_late = next((w for w, (_, end) in zip(word_ids, offsets) if w is not None and end > safe_end), max(words))
+    limit = first_late - 1
+    return next((i for i, w in enumerate(word_ids) if w is not None and w >= limit), len(word_ids))
+
+
+def _encode_heads(texts: list[str], tokenizer, max_length: int) -> list[list[int]]:
+    """Ids of each text, cut before encoding (module docstring): either the whole text's ids, or its first
+    ``max_length + 1`` ids when the text is longer; ``_finish(..., "truncate")`` gives the same either way."""
+    if not getattr(tokenizer, "is_fast", False):  # no word ids to check a cut against: encode whole texts
+        return [list(ids) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"]]
+    longest_added = max((len(t.content) for t in tokenizer.added_tokens_decoder.values()), default=0)
+    out: list[list[int] | None] = [None] * len(texts)
+    pending, chars = list(range(len(texts))), _CHARS_PER_TOKEN * max_length + _CUT_MARGIN
+    while pending:
+        enc = tokenizer([texts[i][:chars] for i in pending], add_special_tokens=True, return_offsets_mapping=True)
+        retry = []
+        for row, i in enumerate(pending):
+            ids = list(enc["input_ids"][row])
+            if len(texts[i]) <= chars:
+                out[i] = ids
+            elif _stable_tokens(enc.word_ids(row), enc["offset_mapping"][row], chars - longest_added) > max_length:
+                out[i] = ids[:max_length + 1]
+            else:
+                retry.append(i)
+        pending, chars = retry, chars * 4
+    return out
+
+
 def tokenize_texts(texts: Iterable[str], tokenizer, cfg: CorpusConfig = CorpusConfig()) -> list[np.ndarray]:
     """Token ids (+ EOS) of each text as int32 arrays; long documents truncated or split (module docstring).
 
@@ -200,12 +277,13 @@ def tokenize_texts(texts: Iterable[str], tokenizer, cfg: CorpusConfig = CorpusCo
     texts = list(texts)
     if not texts:
         raise ValueError("empty corpus: no text to tokenise")
-    # truncating in the tokenizer saves encoding the tail of very long documents; _finish makes room for EOS
-    limit = {"truncation": True, "max_length": cfg.max_length} if cfg.overflow == "truncate" and cfg.max_length \
-        else {}
     docs = []
     for lo in range(0, len(texts), cfg.block):
-        enc = tokenizer(texts[lo:lo + cfg.block], add_special_tokens=True, **limit)["input_ids"]
+        block = texts[lo:lo + cfg.block]
+        if cfg.overflow == "truncate" and cfg.max_length:
+            enc = _encode_heads(block, tokenizer, cfg.max_length)
+        else:
+            enc = tokenizer(block, add_special_tokens=True)["input_ids"]
         for ids in enc:
             docs.extend(_finish(list(ids), eos, cfg.max_length, cfg.overflow))
     return docs

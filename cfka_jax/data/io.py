@@ -7,7 +7,13 @@
   idx2: list<int32>[5]), readable with ``datasets.load_dataset("parquet", data_files=...)`` as well.
 * Packed chunks with their FTA targets: one compressed ``.npz``.
 
-``config_hash`` keys caches: a hash of a config's fields plus the bytes of every file it points to.
+``config_hash`` keys caches: a hash of a config's fields plus the bytes of every file it points to. Readers of
+cache files (``load_world``, ``load_tokenized``, ``load_packed``) raise ``ValueError`` naming the file for a
+truncated or corrupt one; ``cached_world`` and ``cfka_jax.data.pipeline.build_data`` then rebuild that cache entry
+with a :class:`CacheRebuildWarning` instead of failing.
+
+JSON and JSONL are read with ``cfka_jax.jsonio``: invalid UTF-8, lone surrogate escapes and JSON nested too deeply
+are named with file and line like any other malformed line.
 """
 
 from __future__ import annotations
@@ -16,8 +22,15 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
+import typing
+import warnings
+import zipfile
+import zlib
 
 import numpy as np
+
+from cfka_jax import jsonio
 
 from cfka_jax.data.biography import Biography, BiographyConfig, Person, World
 from cfka_jax.data.packing import FtaTargets, Packed
@@ -29,6 +42,16 @@ FORMAT_VERSION = 1
 _SPLITS = ("pt_train", "pt_test", "cpt_train", "cpt_test")
 _PERSON_KEYS = {"pid": int, "fullname": str, "values": list, "is_original": bool}
 _BIO_KEYS = {"pid": int, "number": int, "text": str, "order": list, "templates": list}
+iter_jsonl = jsonio.iter_jsonl
+"""``(where, record)`` per non-blank line of a JSONL file (see ``cfka_jax.jsonio.iter_jsonl``)."""
+
+
+class CorruptCacheError(ValueError):
+    """A cache file is truncated or unreadable; the caller may delete the entry and rebuild it."""
+
+
+class CacheRebuildWarning(RuntimeWarning):
+    """A corrupt cache entry was deleted and is being rebuilt."""
 
 
 def _file_digest(path: str, h) -> None:
@@ -66,32 +89,11 @@ def write_jsonl(path: str, rows) -> None:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def iter_jsonl(path: str | os.PathLike):
-    """Yield ``(where, record)`` for every non-blank line of a JSONL file, ``where`` = "<path>, line <n>".
-
-    Raises:
-      ValueError: invalid JSON or a line that is not a JSON object, naming the file and the 1-based line.
-    """
-    path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {lineno}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-            yield where, record
-
-
 def read_jsonl(path: str | os.PathLike, keys: dict[str, type]) -> list[dict]:
     """Read a JSONL file whose every line is an object holding ``keys`` with the given types.
 
     Raises:
-      ValueError: invalid JSON, a non-object line, or a missing / ill-typed key; names file, line and key.
+      ValueError: invalid UTF-8 or JSON, a non-object line, or a missing / ill-typed key; names file, line and key.
     """
     rows = []
     for where, row in iter_jsonl(path):
@@ -116,10 +118,19 @@ def save_world(world: World, folder: str | os.PathLike) -> None:
 
 
 def _config_from_dict(d: dict, path: str) -> BiographyConfig:
+    d = dict(d)
+    if "pool_sizes" not in d:
+        raise ValueError(f"{path}: bad BiographyConfig: missing key 'pool_sizes'")
+    sizes = d.pop("pool_sizes")
+    if not isinstance(sizes, dict):
+        raise ValueError(f"{path}: key 'pool_sizes' must be an object, got {sizes!r:.60}")
+    problems = jsonio.field_problems(d, typing.get_type_hints(BiographyConfig))
+    problems += [f"pool_sizes.{p}" for p in jsonio.field_problems(sizes, typing.get_type_hints(PoolSizes))]
+    if problems:
+        raise ValueError(f"{path}: bad BiographyConfig: " + "; ".join(problems))
     try:
-        sizes = PoolSizes(**d.pop("pool_sizes"))
-        return BiographyConfig(**d, pool_sizes=sizes)
-    except (TypeError, KeyError) as e:
+        return BiographyConfig(**d, pool_sizes=PoolSizes(**sizes))
+    except (TypeError, ValueError) as e:
         raise ValueError(f"{path}: bad BiographyConfig: {e}") from None
 
 
@@ -139,11 +150,7 @@ def load_world(folder: str | os.PathLike) -> World:
     """
     folder = os.fspath(folder)
     cpath = os.path.join(folder, "config.json")
-    try:
-        with open(cpath) as f:
-            config = _config_from_dict(json.load(f), cpath)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{cpath}:{e.lineno}: invalid JSON: {e.msg}") from None
+    config = _config_from_dict(jsonio.read_json_object(cpath, "a BiographyConfig object"), cpath)
     ppath = os.path.join(folder, "people.jsonl")
     people = tuple(_check_person(r, ppath, i + 1, i) for i, r in enumerate(read_jsonl(ppath, _PERSON_KEYS)))
     splits = {}
@@ -164,11 +171,21 @@ def cached_world(config: BiographyConfig, cache_dir: str | os.PathLike) -> World
 
     folder = os.path.join(os.fspath(cache_dir), f"world-{config_hash(config)}")
     if os.path.exists(os.path.join(folder, "done")):
-        return load_world(folder)
+        try:
+            return load_world(folder)
+        except (ValueError, OSError) as err:
+            warn_rebuild(folder, err)
+    if os.path.exists(folder):
+        shutil.rmtree(folder)  # a corrupt entry or an interrupted earlier write
     world = generate_world(config)
     save_world(world, folder)
     open(os.path.join(folder, "done"), "w").close()
     return world
+
+
+def warn_rebuild(folder: str, err: Exception) -> None:
+    """Warn that the cache entry ``folder`` is corrupt (``err`` names the file) and will be rebuilt."""
+    warnings.warn(f"rebuilding the cache entry {folder}: {err}", CacheRebuildWarning, stacklevel=3)
 
 
 def save_tokenized(split: TokenizedSplit, path: str | os.PathLike) -> None:
@@ -190,12 +207,19 @@ def load_tokenized(path: str | os.PathLike) -> TokenizedSplit:
     """Read a tokenised split written by ``save_tokenized``.
 
     Raises:
+      CorruptCacheError: a truncated or unreadable Parquet file; names the file.
       ValueError: a missing column or inconsistent shapes; names the file.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = os.fspath(path)
-    table = pq.read_table(path)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        if not os.path.exists(path):
+            raise
+        raise CorruptCacheError(f"{path}: not a readable Parquet file ({e})") from None
     missing = {"input_ids", "pid", "number", "idx", "idx2"} - set(table.column_names)
     if missing:
         raise ValueError(f"{path}: missing column(s) {sorted(missing)}")
@@ -219,12 +243,24 @@ def save_packed(packed: Packed, fta: FtaTargets | None, path: str | os.PathLike)
 
 
 def load_packed(path: str | os.PathLike) -> tuple[Packed, FtaTargets | None]:
-    """Read what ``save_packed`` wrote."""
-    with np.load(os.fspath(path)) as z:
-        packed = Packed(**{f.name: _scalar(z[f"packed_{f.name}"]) for f in dataclasses.fields(Packed)})
-        has_fta = "fta_chunk" in z.files
-        fta = FtaTargets(**{f.name: _scalar(z[f"fta_{f.name}"]) for f in dataclasses.fields(FtaTargets)}) \
-            if has_fta else None
+    """Read what ``save_packed`` wrote.
+
+    Raises:
+      CorruptCacheError: a truncated or corrupt ``.npz`` or one lacking an array; names the file (and array).
+    """
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            packed = Packed(**{f.name: _scalar(z[f"packed_{f.name}"]) for f in dataclasses.fields(Packed)})
+            has_fta = "fta_chunk" in z.files
+            fta = FtaTargets(**{f.name: _scalar(z[f"fta_{f.name}"]) for f in dataclasses.fields(FtaTargets)}) \
+                if has_fta else None
+    except FileNotFoundError:
+        raise
+    except KeyError as e:
+        raise CorruptCacheError(f"{path}: incomplete .npz ({e.args[0]})") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, TypeError) as e:
+        raise CorruptCacheError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
     return packed, fta
 
 

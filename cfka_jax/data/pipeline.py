@@ -119,13 +119,9 @@ class DataBundle:
                     doc_mask=self.config.doc_mask)
 
 
-def _tokenizer(config: DataConfig, world: World, folder: str):
-    if config.tokenizer_path:
-        return load_tokenizer(config.tokenizer_path)
-    tok_dir = os.path.join(folder, "tokenizer")
-    if os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
-        return load_tokenizer(tok_dir)
-    return train_word_tokenizer((b.text for bios in world.splits.values() for b in bios), tok_dir)
+def _train_tokenizer(world: World, folder: str):
+    return train_word_tokenizer((b.text for bios in world.splits.values() for b in bios),
+                                os.path.join(folder, "tokenizer"))
 
 
 def _tokenize_all(config: DataConfig, world: World, tokenizer) -> dict[str, TokenizedSplit]:
@@ -162,12 +158,24 @@ def _manifest(config: DataConfig, tokenizer, splits, train, evals) -> dict:
     }
 
 
-def _load_cached(config: DataConfig, folder: str) -> DataBundle:
-    world = io.load_world(os.path.join(folder, "world"))
-    tokenizer = _tokenizer(config, world, folder)
-    splits = {n: io.load_tokenized(os.path.join(folder, "tokenized", f"{n}.parquet")) for n in SPLITS + REPLAY_SPLITS}
-    train = {n: io.load_packed(os.path.join(folder, "packed", f"train_{n}.npz"))[0] for n in TRAIN_SETS}
-    evals = {n: io.load_packed(os.path.join(folder, "packed", f"eval_{n}.npz")) for n in EVAL_SETS}
+def _load_cached(config: DataConfig, folder: str, tokenizer) -> DataBundle:
+    """The bundle read back from ``folder`` (``tokenizer``: the user's, or None to read the cached one).
+
+    Raises:
+      io.CorruptCacheError: a cache file is missing, truncated or unreadable (the message names it).
+    """
+    try:
+        world = io.load_world(os.path.join(folder, "world"))
+        if tokenizer is None:
+            tokenizer = load_tokenizer(os.path.join(folder, "tokenizer"))
+        splits = {n: io.load_tokenized(os.path.join(folder, "tokenized", f"{n}.parquet"))
+                  for n in SPLITS + REPLAY_SPLITS}
+        train = {n: io.load_packed(os.path.join(folder, "packed", f"train_{n}.npz"))[0] for n in TRAIN_SETS}
+        evals = {n: io.load_packed(os.path.join(folder, "packed", f"eval_{n}.npz")) for n in EVAL_SETS}
+    except io.CorruptCacheError:
+        raise
+    except (ValueError, OSError) as err:
+        raise io.CorruptCacheError(str(err)) from err
     return DataBundle(config, folder, world, tokenizer, splits, train, evals)
 
 
@@ -188,22 +196,34 @@ def _write(folder: str, world, splits, train, evals, manifest) -> None:
 def build_data(config: DataConfig, cache_dir: str | os.PathLike) -> DataBundle:
     """Build (or read from ``cache_dir``) the world, tokenizer, tokenised splits and packs of ``config``.
 
+    A cache entry with a truncated or corrupt file is deleted and rebuilt, with an ``io.CacheRebuildWarning``
+    naming the file.
+
     Raises:
       ValueError: invalid pool/template/tokenizer inputs or an unlocatable value (see ``tokenize_split``).
     """
     folder = os.path.join(os.fspath(cache_dir), f"data-{io.config_hash(config)}")
+    # the user's tokenizer is input, not cache: its errors are raised before the cache is touched
+    user_tokenizer = load_tokenizer(config.tokenizer_path) if config.tokenizer_path else None
     if os.path.exists(os.path.join(folder, "manifest.json")):
-        return _load_cached(config, folder)
+        try:
+            return _load_cached(config, folder, user_tokenizer)
+        except io.CorruptCacheError as err:
+            io.warn_rebuild(folder, err)
     if os.path.exists(folder):
-        shutil.rmtree(folder)  # an interrupted earlier build
-    os.makedirs(folder)
+        shutil.rmtree(folder)  # an interrupted earlier build, or a corrupt one
     from cfka_jax.data.biography import generate_world
 
-    world = generate_world(config.bio)
-    tokenizer = _tokenizer(config, world, folder)
-    splits = _tokenize_all(config, world, tokenizer)
-    train, evals = _pack_all(config, splits, int(tokenizer.eos_token_id))
-    _write(folder, world, splits, train, evals, _manifest(config, tokenizer, splits, train, evals))
+    world = generate_world(config.bio)  # validates pool and template files before anything is written
+    os.makedirs(folder)
+    try:
+        tokenizer = user_tokenizer if user_tokenizer is not None else _train_tokenizer(world, folder)
+        splits = _tokenize_all(config, world, tokenizer)
+        train, evals = _pack_all(config, splits, int(tokenizer.eos_token_id))
+        _write(folder, world, splits, train, evals, _manifest(config, tokenizer, splits, train, evals))
+    except Exception:
+        shutil.rmtree(folder, ignore_errors=True)  # a rejected input leaves no half-built entry behind
+        raise
     return DataBundle(config, folder, world, tokenizer, splits, train, evals)
 
 

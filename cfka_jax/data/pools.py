@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import os
 import re
 
+from cfka_jax import jsonio
 from cfka_jax.data import _pool_lists as L
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -78,7 +78,9 @@ def _check_values(values, where: str) -> None:
     if not isinstance(values, (tuple, list)) or not values:
         raise ValueError(f"{where}: expected a non-empty list of strings")
     for i, v in enumerate(values):
-        if not isinstance(v, str) or not v.strip() or v != v.strip() or "[" in v or "]" in v:
+        if not isinstance(v, str):
+            raise ValueError(f"{where}[{i}]: value must be a string, got {type(v).__name__} {v!r:.60}")
+        if not v.strip() or v != v.strip() or "[" in v or "]" in v:
             raise ValueError(f"{where}[{i}]: bad value {v!r} (non-empty, stripped, no brackets)")
     if len(set(values)) != len(values):
         dup = next(v for v in values if values.count(v) > 1)
@@ -162,17 +164,12 @@ def read_pool_json(path: str | os.PathLike, *, fallback: ValuePools | None = Non
       The pools, file values replacing the fallback's field by field.
 
     Raises:
-      ValueError: unreadable JSON, a non-object top level, an unknown key, or a bad value list; the message
-        names the file and the key (and the index of a bad value).
+      ValueError: invalid UTF-8 or JSON, a non-object top level, an unknown key, or a bad value list (not a list,
+        empty, a non-string value such as ``true`` or ``1.5``, blank, unstripped, bracketed or repeated values); the
+        message names the file and the key (and the index of a bad value).
     """
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a JSON object of attribute -> list of values")
+    raw = jsonio.read_json_object(path, "a JSON object of attribute -> list of values")
     fields = {}
     for key, values in raw.items():
         field = _KEY_TO_FIELD.get(_normalise_key(key))
@@ -180,8 +177,8 @@ def read_pool_json(path: str | os.PathLike, *, fallback: ValuePools | None = Non
             raise ValueError(f"{path}: unknown pool key {key!r}; known: {sorted(set(_KEY_TO_FIELD.values()))}")
         if field in fields:
             raise ValueError(f"{path}: key {key!r} repeats pool {field!r}")
-        if isinstance(values, list):
-            values = [str(v) if isinstance(v, int) else v for v in values]
+        if isinstance(values, list):  # integers (birth years, days) read as their decimal strings; never booleans
+            values = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in values]
         _check_values(values, f"{path}: key {key!r}")
         fields[field] = tuple(values)
     return dataclasses.replace(fallback or project_pools(), **fields)

@@ -14,6 +14,8 @@ import dataclasses
 import os
 import re
 
+import numpy as np
+
 from cfka_jax.data import _template_lists as _T
 
 ATTRIBUTES = ("birthplace", "birthdate", "university", "major", "company")
@@ -97,6 +99,18 @@ def _read_table(path: str):
     raise ValueError(f"{path}: template table must be .parquet or .csv")
 
 
+def _is_integer(value) -> bool:
+    """An integer cell: an int (numpy's too) or a whole float, or a string of digits (a CSV column with mixed
+    contents reads as strings); never a boolean, NaN or a fractional number."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, (int, np.integer)):
+        return True
+    if isinstance(value, (float, np.floating)):
+        return bool(np.isfinite(value)) and float(value).is_integer()
+    return isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value) is not None
+
+
 def read_template_table(path: str | os.PathLike) -> Templates:
     """Read and validate a template table.
 
@@ -107,8 +121,9 @@ def read_template_table(path: str | os.PathLike) -> Templates:
       Templates grouped by attribute in file order.
 
     Raises:
-      ValueError: a missing column, or a row with an unknown attribute, a non-integer length or bad
-        placeholders; the message names the file and the row (0-based data row; CSV also gives the line).
+      ValueError: an unreadable file, a missing column, or a row with an unknown attribute, a length that is not
+        an integer (``3.5``, ``true``, ``"x"``), a non-string template or bad placeholders; the message names the
+        file, the row (0-based data row; CSV also gives the line) and the column.
     """
     path = os.fspath(path)
     df = _read_table(path)
@@ -121,10 +136,11 @@ def read_template_table(path: str | os.PathLike) -> Templates:
         attr = _normalise_attribute(attribute)
         if attr is None:
             raise ValueError(f"{where}: unknown attribute {attribute!r}; expected one of {ATTRIBUTES}")
-        try:
-            int(length)
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}: length {length!r} is not an integer") from None
+        if not _is_integer(length):
+            raise ValueError(f"{where}: column 'length' must be an integer, got {type(length).__name__} {length!r}")
+        if not isinstance(template, str):
+            raise ValueError(f"{where}: column 'template' must be a string, got {type(template).__name__} "
+                             f"{template!r:.60}")
         problem = template_problem(template, attr)
         if problem:
             raise ValueError(f"{where}: {problem}: {template!r}")

@@ -23,6 +23,7 @@ import os
 
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.data.biography import Biography, Person
 from cfka_jax.data.templates import ATTRIBUTES
 
@@ -30,6 +31,11 @@ EOS_TOKEN = "<|endoftext|>"
 UNK_TOKEN = "<|unk|>"
 PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
 """``tokenizer_class`` values of a folder that holds nothing but a ``tokenizer.json`` and its special tokens."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model",
+                   "sentencepiece.bpe.model")
+"""A tokenizer folder must hold at least one of these vocabulary files."""
+PROBE_TEXT = "The cat sat on the mat."
+"""Must encode to at least one token: catches empty or mismatched vocabularies that encode every text to []."""
 WORD_PATTERN = r" ?\w+| ?[^\w\s]|\s+"
 """Pre-tokenizer pieces: a word or one punctuation mark, each with its optional leading space; other whitespace."""
 
@@ -64,29 +70,61 @@ def load_tokenizer(folder: str | os.PathLike):
     ``PreTrainedTokenizerFast`` (the project's word-level tokenizer) is loaded as exactly that class.
 
     Raises:
-      ValueError: the tokenizer has no EOS token.
+      FileNotFoundError: no such folder (never a Hub lookup), or a folder without any of ``TOKENIZER_FILES``
+        (``transformers`` would build an empty tokenizer that encodes every text to []).
+      ValueError: an unreadable ``tokenizer_config.json`` or ``tokenizer.json`` (names the file and line), a
+        tokenizer that encodes a plain English probe to no tokens, or one without an EOS token.
     """
-    import json
-
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    folder = os.fspath(folder)
+    folder = _tokenizer_folder(folder)
     cfg_path = os.path.join(folder, "tokenizer_config.json")
-    tok_cfg = json.load(open(cfg_path)) if os.path.exists(cfg_path) else {}
+    tok_cfg = jsonio.read_json_object(cfg_path) if os.path.exists(cfg_path) else {}
+    tok_path = os.path.join(folder, "tokenizer.json")
     if tok_cfg.get("tokenizer_class") in PLAIN_TOKENIZER_CLASSES:
         # A plain tokenizer.json: built directly, because from_pretrained consults config.json and, for some model
         # types (qwen2 in transformers 5), rebuilds that family's tokenizer from the vocabulary instead.
-        from tokenizers import Tokenizer
-
         specials = {k: tok_cfg[k] for k in ("eos_token", "pad_token", "unk_token", "bos_token") if tok_cfg.get(k)}
-        tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_file(os.path.join(folder, "tokenizer.json")),
+        tok = PreTrainedTokenizerFast(tokenizer_object=_read_tokenizer_json(tok_path),
                                       clean_up_tokenization_spaces=False, **specials)
         tok.name_or_path = folder
     else:
-        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        try:
+            tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        except Exception as err:  # transformers raises anything from JSONDecodeError to OSError; name the file
+            if os.path.exists(tok_path):
+                _read_tokenizer_json(tok_path)
+            raise ValueError(f"{folder}: cannot load the tokenizer ({type(err).__name__}: {err})") from err
+    if not tok(PROBE_TEXT, add_special_tokens=False)["input_ids"]:
+        raise ValueError(f"{folder}: the tokenizer encodes {PROBE_TEXT!r} to no tokens (an empty vocabulary, or "
+                         f"files that do not match tokenizer_class {tok_cfg.get('tokenizer_class')!r})")
     if tok.eos_token_id is None:
         raise ValueError(f"{folder}: tokenizer has no eos_token")
     return tok
+
+
+def _tokenizer_folder(folder: str | os.PathLike) -> str:
+    folder = os.fspath(folder)
+    if not os.path.exists(folder):
+        raise FileNotFoundError(f"{folder}: no such tokenizer folder")
+    if not os.path.isdir(folder):
+        raise NotADirectoryError(f"{folder}: not a folder (a tokenizer folder holds tokenizer.json)")
+    if not any(os.path.isfile(os.path.join(folder, name)) for name in TOKENIZER_FILES):
+        raise FileNotFoundError(f"{folder}: no tokenizer files (looked for {', '.join(TOKENIZER_FILES)})")
+    return folder
+
+
+def _read_tokenizer_json(path: str):
+    """``tokenizers.Tokenizer.from_file`` with errors naming the file (and the line of a JSON syntax error)."""
+    from tokenizers import Tokenizer
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file (tokenizer_config.json names a plain tokenizer.json)")
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as err:  # tokenizers raises a bare Exception
+        jsonio.read_json(path)  # a syntax, encoding or nesting error, named with its line
+        raise ValueError(f"{path}: not a valid tokenizer.json ({err})") from None
 
 
 @dataclasses.dataclass(frozen=True)

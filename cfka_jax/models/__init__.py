@@ -42,8 +42,10 @@ def config_from_hf(d: dict[str, Any], **overrides: Any) -> PythiaConfig | QwenCo
     """Dispatch a ``config.json`` dict on ``model_type`` (gpt_neox, qwen2, qwen3).
 
     Raises:
-        ValueError: unknown ``model_type`` or unsupported fields.
+        ValueError: ``d`` is not a dict, an unknown ``model_type``, or unsupported or ill-typed fields.
     """
+    if not isinstance(d, dict):
+        raise ValueError(f"a model config must be a JSON object, got {type(d).__name__}")
     model_type = d.get("model_type")
     if model_type == "gpt_neox":
         return PythiaConfig.from_hf_config(d, **overrides)
@@ -64,11 +66,26 @@ def from_pretrained(
         remat: rematerialise each block in the backward pass.
 
     Raises:
-        ValueError: unsupported config; ``hub.ConversionError`` (a ValueError) when tensors do not match.
+        FileNotFoundError: no such folder (never a Hub lookup), no ``config.json``, no weights, or a missing shard.
+        ValueError: an unreadable or unsupported ``config.json`` (the message names the file and the fields) or
+            weights file; ``hub.ConversionError`` (a ValueError, naming the folder) when tensors do not match.
+
+    Warns:
+        hub.NonFiniteWeightsWarning: naming every tensor that holds NaN or Inf.
     """
-    cfg = config_from_hf(hub.read_config(path), dtype=dtype, scan_layers=scan_layers, remat=remat)
+    if jnp.dtype(dtype) not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
+        raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
+    raw = hub.read_config(path)
+    try:
+        cfg = config_from_hf(raw, dtype=dtype, scan_layers=scan_layers, remat=remat)
+    except ValueError as e:
+        raise ValueError(f"{os.path.join(os.fspath(path), hub.CONFIG_FILE)}: {e}") from None
     family = pythia if isinstance(cfg, PythiaConfig) else qwen
-    return family.load(cfg, hub.read_tensors(path))
+    tensors = hub.read_tensors(path)
+    try:
+        return family.load(cfg, tensors)
+    except hub.ConversionError as e:
+        raise hub.ConversionError(f"{os.fspath(path)}: {e}") from None
 
 
 def save_pretrained(model: Model, path: str | os.PathLike) -> None:

@@ -151,3 +151,117 @@ def test_config_validation():
     for bad in ({"max_length": 1}, {"overflow": "wrap"}, {"text_field": ""}, {"block": 0}):
         with pytest.raises(ValueError):
             CorpusConfig(**bad)
+
+
+# ------------------------------------------------------------------------- truncation cuts the text first
+
+
+_WORDS = ["the", "court", "ruled", "statute", "appeal", "1999", "42", "café", "naïve", "漢字", "🙂", "don't",
+          "<|endoftext|>", "e.g.", "...", "--", "(", ")", "\"", "supercalifragilisticexpialidocious", "x" * 300]
+_SEPARATORS = [" ", " ", " ", "  ", "\n", "\n\n", "\t", " \n ", ""]
+
+
+def _normal_texts(rng, n):
+    """Texts with spaces, runs of whitespace, punctuation, digits, accents, CJK, emoji, a literal EOS, long words."""
+    texts = []
+    for _ in range(n):
+        pieces = []
+        for _ in range(int(rng.integers(0, 700))):
+            pieces += [_WORDS[int(rng.integers(len(_WORDS)))], _SEPARATORS[int(rng.integers(len(_SEPARATORS)))]]
+        texts.append("".join(pieces))
+    return texts
+
+
+def _bpe_tokenizer(texts, *, bos: bool):
+    """A byte-level BPE tokenizer (GPT-2 / Pythia / Qwen style), optionally adding BOS and EOS around each text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<s>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                       show_progress=False))
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A <|endoftext|>",
+                                                           special_tokens=[("<s>", 1), ("<|endoftext|>", 0)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<s>")
+
+
+def _encode_then_cut(tokenizer, text, max_length):
+    """The reference: encode the whole text, then keep max_length - 1 tokens + EOS (EOS not doubled)."""
+    ids = list(tokenizer(text)["input_ids"])
+    eos = tokenizer.eos_token_id
+    if ids and ids[-1] == eos:
+        ids = ids[:-1]
+    return ids + [eos] if len(ids) < max_length else ids[:max_length - 1] + [eos]
+
+
+@pytest.mark.parametrize("kind", ["word_level", "byte_bpe", "byte_bpe_bos_eos"])
+def test_truncation_equals_encode_then_cut_on_normal_text(tmp_path, kind):
+    rng = np.random.default_rng(0)
+    texts = _normal_texts(rng, 40) + ["", " ", "one", "x" * 20_000 + " tail words here", "🙂" * 3000]
+    if kind == "word_level":
+        tok = train_word_tokenizer(_normal_texts(rng, 20), tmp_path)
+    else:
+        tok = _bpe_tokenizer(_normal_texts(rng, 20), bos=kind.endswith("bos_eos"))
+    for max_length in (2, 3, 7, 31, 128, 1000):
+        got = tokenize_texts(texts, tok, CorpusConfig(max_length=max_length, block=16))
+        assert len(got) == len(texts)
+        for text, ids in zip(texts, got):
+            np.testing.assert_array_equal(ids, _encode_then_cut(tok, text, max_length), err_msg=repr(text[:80]))
+
+
+@pytest.mark.parametrize("kind", ["word_level", "byte_bpe", "byte_bpe_bos_eos"])
+def test_truncation_equals_encode_then_cut_when_the_cut_hits_a_special_token_or_a_word(tmp_path, kind):
+    """Texts built so that the first cut (8 characters per token + 64) falls just inside an added token, a
+    whitespace run, a contraction or a long word, right where the kept tokens end."""
+    rng = np.random.default_rng(1)
+    if kind == "word_level":
+        tok = train_word_tokenizer(_normal_texts(rng, 20), tmp_path)
+    else:
+        tok = _bpe_tokenizer(_normal_texts(rng, 20), bos=kind.endswith("bos_eos"))
+    tok.add_tokens(["<|a|b|c|d|>"], special_tokens=True)  # cut inside, it falls apart into many pieces
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+
+    def words(n, length):
+        return " ".join("".join(rng.choice(letters, length)) for _ in range(n))
+
+    for max_length in (2, 3, 5, 9):
+        cut = 8 * max_length + 64
+        fillers = [words(cut // n + 2, n) for n in range(2, 40, 3)]  # many short or long words
+        fillers += [words(n, cut // n) for n in range(1, max_length + 1)]  # as few words as tokens are kept
+        texts = [filler[:cut - back] + middle + " and more words after the cut"
+                 for filler in fillers for back in range(16)
+                 for middle in ("<|a|b|c|d|>", "<|endoftext|>", "<s>", "    ", "don't", "x" * 40, "\n\n")]
+        got = tokenize_texts(texts, tok, CorpusConfig(max_length=max_length, block=4096))
+        for text, ids in zip(texts, got, strict=True):
+            np.testing.assert_array_equal(ids, _encode_then_cut(tok, text, max_length), err_msg=repr(text))
+
+
+class _Spy:
+    """A tokenizer that records the length of every text it is asked to encode."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.lengths = tokenizer, []
+
+    def __call__(self, texts, **kwargs):
+        self.lengths += [len(t) for t in texts]
+        return self.tokenizer(texts, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+def test_truncating_a_16mb_line_encodes_only_its_head(tok):
+    line = " ".join(TEXTS) + " "
+    huge = line * (16 * 2**20 // len(line) + 1)
+    assert len(huge) >= 16 * 2**20
+    spy = _Spy(tok)
+    (doc,) = tokenize_texts([huge], spy, CorpusConfig(max_length=256))
+    assert max(spy.lengths) <= 8 * 256 + 64  # one prefix of 2,112 characters was enough
+    np.testing.assert_array_equal(doc, _encode_then_cut(tok, huge[:100_000], 256))
+    split = _Spy(tok)
+    tokenize_texts([line * 50], split, CorpusConfig(max_length=256, overflow="split"))
+    assert split.lengths == [len(line) * 50]  # splitting keeps every token, so it encodes the whole text

@@ -67,5 +67,5 @@ def test_malformed_pool_names_file_and_key(tmp_path, edit, match):
 def test_invalid_json_names_line(tmp_path):
     path = tmp_path / "pools.json"
     path.write_text('{\n "major": ["Law",\n}\n')
-    with pytest.raises(ValueError, match=r"pools.json: invalid JSON at line 3"):
+    with pytest.raises(ValueError, match=r"pools.json, line 3: invalid JSON"):
         read_pool_json(path)

@@ -58,7 +58,7 @@ def test_read_template_table(tmp_path, suffix):
 @pytest.mark.parametrize("row, column, value, match", [
     (4, "template", "[Name] has [Company].", r"row 4 \(line 6\): expected exactly one \[Birthdate\]"),
     (7, "attribute", "Hobby", r"row 7 \(line 9\): unknown attribute 'Hobby'"),
-    (2, "length", "long", r"row 2 \(line 4\): length 'long'"),
+    (2, "length", "long", r"row 2 \(line 4\): column 'length' must be an integer, got str 'long'"),
 ])
 def test_bad_template_row_named(tmp_path, row, column, value, match):
     df = _table().astype({"length": object})

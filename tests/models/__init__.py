@@ -287,7 +287,7 @@ class ParitySuite:
         for key in (missing, wrong, extra):
             assert key in str(err.value)
         assert "unused HF keys (1)" in str(err.value) and "unfilled parameters (1)" in str(err.value)
-        assert "shape mismatches (1)" in str(err.value)
+        assert "shape and dtype mismatches (1)" in str(err.value)
 
 
 # ------------------------------------------------------------------------------ properties without a reference

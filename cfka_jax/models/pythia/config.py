@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 import jax.numpy as jnp
+
+from cfka_jax import jsonio
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu")
 
@@ -23,6 +26,7 @@ _IGNORED = (
     "_name_or_path",
     "model_type",
 )
+_ROPE_HINTS = {"rope_type": str, "rope_theta": float, "partial_rotary_factor": float}
 # Dropouts are accepted only at 0 (the port has no dropout).
 _ZERO_ONLY = ("attention_dropout", "hidden_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob")
 
@@ -90,30 +94,42 @@ class PythiaConfig:
     def from_hf_config(cls, d: dict[str, Any], **overrides: Any) -> PythiaConfig:
         """Build from a ``config.json`` dict; ``overrides`` set the non-HF fields (dtype, scan_layers, remat).
 
+        Every field is type-checked against its annotation without conversion (an ``int`` field rejects ``"32"``,
+        ``32.0`` and ``true``; a ``bool`` field rejects ``"false"``; a ``float`` field accepts integers).
+
         Raises:
-            ValueError: naming every field that is unknown or has an unsupported value.
+            ValueError: naming every field that is unknown, ill-typed or has an unsupported value.
         """
         d = dict(d)
         problems = []
         if d.get("model_type", "gpt_neox") != "gpt_neox":
             problems.append(f"model_type={d['model_type']!r} (expected 'gpt_neox')")
         rope = d.pop("rope_parameters", None) or {}
+        if not isinstance(rope, dict):
+            problems.append(f"rope_parameters {jsonio.type_problem(rope, dict)}")
+            rope = {}
+        problems += [f"rope_parameters.{p}" for p in jsonio.field_problems(rope, _ROPE_HINTS)]
         if d.pop("rope_scaling", None) is not None:
             problems.append("rope_scaling (only default RoPE is supported)")
         if rope:
             if rope.get("rope_type", "default") != "default":
                 problems.append(f"rope_parameters.rope_type={rope['rope_type']!r}")
-            extra = set(rope) - {"rope_type", "rope_theta", "partial_rotary_factor"}
+            extra = set(rope) - set(_ROPE_HINTS)
             problems += [f"rope_parameters.{k}" for k in sorted(extra)]
             d.setdefault("rotary_emb_base", rope.get("rope_theta", 10000.0))
             d.setdefault("rotary_pct", rope.get("partial_rotary_factor", 0.25))
         for name in _ZERO_ONLY:
-            if d.pop(name, 0.0):
+            value = d.pop(name, 0.0)
+            problem = jsonio.type_problem(value, float)
+            if problem:
+                problems.append(f"{name} {problem}")
+            elif value:
                 problems.append(f"{name} (nonzero dropout unsupported)")
         for name in _IGNORED:
             d.pop(name, None)
         fields = {f.name for f in dataclasses.fields(cls)} - {"dtype", "scan_layers", "remat"}
         problems += [f"{k} (unknown field)" for k in sorted(set(d) - fields)]
+        problems += jsonio.field_problems({k: v for k, v in d.items() if k in fields}, typing.get_type_hints(cls))
         if problems:
             raise ValueError("unsupported GPT-NeoX config fields: " + "; ".join(problems))
         return cls(**d, **overrides)

@@ -123,7 +123,8 @@ def load(cfg: PythiaConfig, tensors: Mapping[str, np.ndarray]) -> PythiaModel:
     """A :class:`PythiaModel` filled from HF tensors.
 
     Raises:
-        hub.ConversionError: one error listing every unused key, unfilled parameter and shape mismatch.
+        hub.ConversionError: one error listing every unused key, unfilled parameter and shape or dtype mismatch
+            (an integer or boolean tensor for a float parameter is never cast).
     """
     abstract = nnx.eval_shape(lambda: PythiaModel(cfg, rngs=nnx.Rngs(0)))
     return hub.load_into(

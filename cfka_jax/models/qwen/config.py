@@ -8,9 +8,12 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 import jax.numpy as jnp
+
+from cfka_jax import jsonio
 
 MODEL_TYPES = ("qwen2", "qwen3")
 _IGNORED = (
@@ -23,6 +26,7 @@ _IGNORED = (
     "max_window_layers",  # only meaningful with use_sliding_window, which is rejected
     "use_mrope",  # must be false; checked below
 )
+_ROPE_HINTS = {"rope_type": str, "rope_theta": float}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,32 +110,47 @@ class QwenConfig:
         Accepts the legacy top-level ``rope_theta``/``rope_scaling: null`` and the transformers-5
         ``rope_parameters``; ``layer_types`` must be all ``full_attention``.
 
+        Every field is type-checked against its annotation without conversion (see
+        :meth:`~cfka_jax.models.pythia.config.PythiaConfig.from_hf_config`).
+
         Raises:
-            ValueError: naming every field that is unknown or has an unsupported value.
+            ValueError: naming every field that is unknown, ill-typed or has an unsupported value.
         """
         d = dict(d)
         problems = []
         rope = d.pop("rope_parameters", None) or {}
+        if not isinstance(rope, dict):
+            problems.append(f"rope_parameters {jsonio.type_problem(rope, dict)}")
+            rope = {}
+        problems += [f"rope_parameters.{p}" for p in jsonio.field_problems(rope, _ROPE_HINTS)]
         if d.pop("rope_scaling", None) is not None:
             problems.append("rope_scaling (only default RoPE is supported)")
         if rope:
             if rope.get("rope_type", "default") != "default":
                 problems.append(f"rope_parameters.rope_type={rope['rope_type']!r}")
-            problems += [f"rope_parameters.{k}" for k in sorted(set(rope) - {"rope_type", "rope_theta"})]
+            problems += [f"rope_parameters.{k}" for k in sorted(set(rope) - set(_ROPE_HINTS))]
             d.setdefault("rope_theta", rope.get("rope_theta", 10000.0))
         layer_types = d.pop("layer_types", None) or []
-        if any(t != "full_attention" for t in layer_types):
+        if jsonio.type_problem(layer_types, list[str]):
+            problems.append(f"layer_types {jsonio.type_problem(layer_types, list[str])}")
+        elif any(t != "full_attention" for t in layer_types):
             problems.append(f"layer_types={layer_types} (only full_attention)")
-        if d.get("use_mrope"):
-            problems.append("use_mrope=True")
-        if d.pop("attention_dropout", 0.0):
-            problems.append("attention_dropout (nonzero dropout unsupported)")
+        checks = (("use_mrope", bool, "use_mrope=True"),
+                  ("attention_dropout", float, "attention_dropout (nonzero dropout unsupported)"))
+        for name, hint, unsupported in checks:
+            value = d.pop(name, hint())  # absent = False / 0.0
+            problem = jsonio.type_problem(value, hint)
+            if problem:
+                problems.append(f"{name} {problem}")
+            elif value:
+                problems.append(unsupported)
         for name in _IGNORED:
             d.pop(name, None)
-        if not d.get("use_sliding_window", False):
+        if d.get("use_sliding_window", False) is False:
             d["sliding_window"] = None  # as HF normalises it: the window is unused
         fields = {f.name for f in dataclasses.fields(cls)} - {"dtype", "scan_layers", "remat"}
         problems += [f"{k} (unknown field)" for k in sorted(set(d) - fields)]
+        problems += jsonio.field_problems({k: v for k, v in d.items() if k in fields}, typing.get_type_hints(cls))
         if "model_type" not in d:
             problems.append("model_type missing")
         if problems:

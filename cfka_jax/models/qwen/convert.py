@@ -60,7 +60,8 @@ def load(cfg: QwenConfig, tensors: Mapping[str, np.ndarray]) -> QwenModel:
     """A :class:`QwenModel` filled from HF tensors.
 
     Raises:
-        hub.ConversionError: one error listing every unused key, unfilled parameter and shape mismatch.
+        hub.ConversionError: one error listing every unused key, unfilled parameter and shape or dtype mismatch
+            (an integer or boolean tensor for a float parameter is never cast).
     """
     abstract = nnx.eval_shape(lambda: QwenModel(cfg, rngs=nnx.Rngs(0)))
     return hub.load_into(

@@ -1,0 +1,205 @@
+"""Strict reading of user-supplied text, JSON and JSONL files: every error is a ``ValueError`` naming the file and
+the line (or key), never a bare ``UnicodeDecodeError``, ``JSONDecodeError`` or ``RecursionError``.
+
+Checks beyond ``json.loads``: the bytes must be UTF-8 (the first bad byte is reported with its line and column),
+strings must not hold lone UTF-16 surrogates (``"\\ud800"`` decodes in Python but cannot be encoded, tokenised
+or written back), and nesting deeper than Python's recursion limit is reported instead of crashing the reader.
+:func:`type_problem` checks a decoded value against a dataclass field annotation without converting it (an
+``int`` field never accepts ``True`` or ``"3"``, a ``bool`` field never accepts ``"false"``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+_ESCAPED_SURROGATE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+_LOW_SURROGATE_ESCAPE = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def decode_utf8(data: bytes, where: str, first_line: int = 1) -> str:
+    """``data`` decoded as strict UTF-8.
+
+    Raises:
+      ValueError: naming ``where``, the line (counted from ``first_line``) and byte column of the first bad byte.
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = first_line + data.count(b"\n", 0, e.start)
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ValueError(f"{where}, line {line}: invalid UTF-8 (byte 0x{data[e.start]:02x} at byte column {column}; "
+                         "a binary file or another encoding?)") from None
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The UTF-8 text of ``path`` (``\\r\\n`` kept as is).
+
+    Raises:
+      ValueError: invalid UTF-8 or a NUL character (a binary file), naming the file and line.
+      OSError: the file cannot be read.
+    """
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        data = f.read()
+    text = decode_utf8(data, name)
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise ValueError(f"{name}, line {text.count(chr(10), 0, nul) + 1}: NUL character; is this a binary file?")
+    return text
+
+
+def _lone_surrogate(text: str) -> tuple[int, str] | None:
+    """(offset, escape) of the first ``\\uD800``–``\\uDFFF`` escape in JSON ``text`` that is not half of a pair."""
+    pair_end = -1
+    for m in _ESCAPED_SURROGATE.finditer(text):
+        if len(m.group(1)) % 2 == 0 or m.start(2) < pair_end:
+            continue  # an escaped backslash followed by "u...", or the low half of a pair already matched
+        code = int(m.group(2), 16)
+        if code <= 0xDBFF and _LOW_SURROGATE_ESCAPE.match(text, m.end()):
+            pair_end = m.end() + 6
+            continue
+        return m.end(1) - 1, "\\u" + m.group(2)
+    return None
+
+
+def parse_json(text: str, where: str, first_line: int = 1) -> Any:
+    """``json.loads(text)`` with errors that name ``where`` and the line (counted from ``first_line``).
+
+    Raises:
+      ValueError: invalid JSON, nesting too deep for the decoder, or a lone surrogate escape.
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}, line {first_line + e.lineno - 1}: invalid JSON: {e.msg} (column {e.colno})"
+                         ) from None
+    except RecursionError:
+        raise ValueError(f"{where}, line {first_line}: JSON nested too deeply to decode") from None
+    if "\\u" in text:
+        lone = _lone_surrogate(text)
+        if lone is not None:
+            offset, escape = lone
+            line = first_line + text.count("\n", 0, offset)
+            column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+            raise ValueError(f"{where}, line {line}: lone UTF-16 surrogate {escape} at column {column} "
+                             "(not a valid character)")
+    return value
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The parsed JSON document of ``path`` (see :func:`parse_json`).
+
+    Raises:
+      ValueError: invalid UTF-8 or JSON, too deep, or a lone surrogate; names the file and line.
+      OSError: the file cannot be read.
+    """
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        return parse_json(decode_utf8(f.read(), name), name)
+
+
+def read_json_object(path: str | os.PathLike, what: str = "a JSON object") -> dict:
+    """:func:`read_json`, and the top level must be an object.
+
+    Raises:
+      ValueError: as :func:`read_json`, or a top level that is not an object (``what`` says what was expected).
+    """
+    value = read_json(path)
+    if not isinstance(value, dict):
+        raise ValueError(f"{os.fspath(path)}: expected {what}, got a JSON {_json_type(value)}")
+    return value
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
+    """Yield ``(where, record)`` for every non-blank line of a JSON-lines file; ``where`` = "<path>, line <n>".
+
+    Raises:
+      ValueError: invalid UTF-8 or JSON, a lone surrogate, nesting too deep, or a line that is not a JSON object,
+        naming the file and the 1-based line.
+    """
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            line = decode_utf8(raw, name, lineno)
+            if not line.strip():
+                continue
+            where = f"{name}, line {lineno}"
+            record = parse_json(line.rstrip("\r\n"), name, lineno)
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: expected a JSON object, got {_json_type(record)}")
+            yield where, record
+
+
+def _json_type(value) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), type(value).__name__)
+
+
+# -------------------------------------------------------------------------------------------- field types
+
+
+def _matches(value, hint) -> bool:
+    if hint is Any:
+        return True
+    if hint is type(None) or hint is None:
+        return value is None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, h) for h in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (list, tuple):
+        return isinstance(value, (list, tuple)) and all(_matches(v, args[0] if args else Any) for v in value)
+    if hint is dict or origin is dict:
+        return isinstance(value, dict)
+    raise TypeError(f"unsupported field annotation {hint!r}")
+
+
+def describe(hint) -> str:
+    """A reader's name for the JSON values a field annotation accepts ("an integer", "a list of numbers", ...)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe(h) for h in args)
+    if origin in (list, tuple):
+        inner = describe(args[0]) if args else "anything"
+        return "a list of " + {"an integer": "integers", "a finite number": "finite numbers",
+                               "a boolean (true/false)": "booleans", "a string": "strings"}.get(inner, inner)
+    names = {bool: "a boolean (true/false)", int: "an integer", float: "a finite number", str: "a string",
+             dict: "an object", type(None): "null", None: "null", Any: "anything"}
+    return names.get(hint, str(hint))
+
+
+def type_problem(value, hint) -> str | None:
+    """Why ``value`` (decoded JSON/TOML) does not fit the field annotation ``hint``, or None when it does.
+
+    Nothing is converted: ``int`` rejects booleans and floats, ``float`` accepts integers but rejects booleans,
+    NaN and infinities, ``bool`` accepts only true/false, lists must hold elements of the element type.
+    """
+    if _matches(value, hint):
+        return None
+    return f"must be {describe(hint)}, got {_json_type(value)} {value!r:.60}"
+
+
+def field_problems(values: Mapping[str, Any], hints: Mapping[str, Any]) -> list[str]:
+    """``"<key> must be ..., got ..."`` for every key of ``values`` whose value does not fit ``hints[key]`` (keys
+    without a hint are not checked)."""
+    problems = []
+    for key, value in values.items():
+        if key in hints:
+            problem = type_problem(value, hints[key])
+            if problem:
+                problems.append(f"{key} {problem}")
+    return problems
