@@ -57,18 +57,19 @@ def _biography(args: argparse.Namespace) -> int:
     import json
 
     from cfka_jax.runs import biography as bio
+    from cfka_jax.runs.specs import CPTSpec, PTSpec
 
     common = dict(preset=args.preset, out=args.out, arch=args.arch, seed=args.seed, cache_dir=args.cache_dir,
-                  progress=not args.no_progress, dtype=args.dtype)
+                  progress=not args.no_progress, dtype=args.dtype, ckpt_every=args.ckpt_every)
     if args.command == "pt":
-        final = bio.main_pt(bio.PTConfig(**common))
+        result = bio.pretrain(PTSpec(**common))
     else:
-        final = bio.main_cpt(bio.CPTConfig(**common, method=args.method, update=args.update, alpha=args.alpha,
-                                           ewc_lambda=args.ewc_lambda, ewc_fisher=args.ewc_fisher,
-                                           freeze_layers=args.freeze_layers, lora_rank=args.lora_rank,
-                                           pt_dir=args.pt_dir, replay_dir=args.replay_dir,
-                                           eval_every=args.eval_every, replay=_switches(args)))
-    print(json.dumps({k: v for k, v in final.items() if k.count("/") <= 1}, indent=1))
+        result = bio.continual(CPTSpec(**common, method=args.method, update=args.update, alpha=args.alpha,
+                                       ewc_lambda=args.ewc_lambda, ewc_fisher=args.ewc_fisher,
+                                       freeze_layers=args.freeze_layers, lora_rank=args.lora_rank,
+                                       pt_dir=args.pt_dir, replay_dir=args.replay_dir,
+                                       eval_every=args.eval_every, replay=_switches(args)))
+    print(json.dumps({k: v for k, v in result.final.items() if k.count("/") <= 1}, indent=1))
     return 0
 
 
@@ -88,6 +89,8 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
                    help="bfloat16: float32 master weights, bf16 forward/backward, float32 loss")
+    p.add_argument("--ckpt-every", type=int, default=None,
+                   help="checkpoint interval in steps (default: the preset's; 0 = only at the end)")
 
 
 def build_parser() -> argparse.ArgumentParser:

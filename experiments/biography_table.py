@@ -14,7 +14,10 @@ import dataclasses
 import json
 import pathlib
 
-from cfka_jax.runs.biography import CPTConfig, PTConfig, main_cpt, main_pt
+from cfka_jax.data.pipeline import build_data
+from cfka_jax.runs.biography import continual, pretrain
+from cfka_jax.runs.presets import BIOGRAPHY
+from cfka_jax.runs.specs import CPTSpec, PTSpec
 
 VARIANTS = (
     ("naive", "full", None),
@@ -45,14 +48,16 @@ def _row(name: str, final: dict) -> str:
 def main(cfg: TableConfig) -> dict:
     out = pathlib.Path(cfg.out)
     pt_dir = out / f"pt-{cfg.preset}-{cfg.arch}"
-    results = {"PT": main_pt(PTConfig(preset=cfg.preset, out=str(pt_dir), arch=cfg.arch, cache_dir=cfg.cache_dir,
-                                      progress=cfg.progress))}
+    data = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
+    pt = pretrain(PTSpec(preset=cfg.preset, out=str(pt_dir), arch=cfg.arch, cache_dir=cfg.cache_dir,
+                         progress=cfg.progress), data)
+    results = {"PT": pt.final}
     for method, update, alpha in VARIANTS:
         name = f"{method} α={alpha} {update}" if alpha else f"{method} {update}"
-        run = CPTConfig(preset=cfg.preset, out=str(out / f"cpt-{method}-{update}"), method=method, update=update,
-                        alpha=alpha or 0.5, ewc_lambda=cfg.ewc_lambda, arch=cfg.arch, pt_dir=str(pt_dir),
-                        cache_dir=cfg.cache_dir, progress=cfg.progress)
-        results[name] = main_cpt(run)
+        spec = CPTSpec(preset=cfg.preset, out=str(out / f"cpt-{method}-{update}"), method=method, update=update,
+                       alpha=alpha or 0.5, ewc_lambda=cfg.ewc_lambda, arch=cfg.arch, pt_dir=str(pt_dir),
+                       cache_dir=cfg.cache_dir, progress=cfg.progress)
+        results[name] = continual(spec, pt, data).final
     lines = ["| run | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     lines += [_row(name, final) for name, final in results.items()]
     (out / "table.md").write_text("\n".join(lines) + "\n")

@@ -29,19 +29,19 @@ import json
 import pathlib
 
 import jax.numpy as jnp
-import numpy as np
 
-from cfka_jax.eval.fluency import MODES as FLUENCY_MODES
-from cfka_jax.eval.fluency import fluency, fluency_layout
-from cfka_jax.train.optim import OptimConfig
-from cfka_jax.runs.engine import train_lm
-from cfka_jax.continual.replay import ReplayConfig, build_replay
-from cfka_jax.train.step import make_eval_logits
-from cfka_jax.train.loop import LoopConfig
+from cfka_jax.continual.replay import build_replay
 from cfka_jax.data import knowedit as ke
 from cfka_jax.data.batching import EpochBatcher
+from cfka_jax.data.mixing import mix_replay
+from cfka_jax.eval.fluency import MODES as FLUENCY_MODES
+from cfka_jax.eval.fluency import fluency_evaluator, fluency_layout
 from cfka_jax.models import from_pretrained, load_tokenizer
-from cfka_jax.runs.biography import DTYPES, finish_run, write_config
+from cfka_jax.runs.engine import finish_run, train_lm
+from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.presets import KNOWEDIT, Preset, lookup, override
+from cfka_jax.runs.replay import real_replay_config
+from cfka_jax.runs.specs import DTYPES
 
 METHODS = ("naive", "lamol", "stoc")
 SETS = ("Original", "Continual")
@@ -56,31 +56,8 @@ PAPER = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class Preset:
-    """Schedule and sizes: steps, warm-up, learning rates, batch, chunk length, cadence, replay sampling."""
-
-    steps: int
-    warmup: int
-    peak_lr: float
-    min_lr: float
-    batch: int
-    seq_len: int
-    eval_every: int
-    eval_batch: int
-    gen_tokens: int
-    replay_batch: int
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-PRESETS = {
-    "paper": Preset(steps=8000, warmup=500, peak_lr=5e-5, min_lr=1e-5, batch=48, seq_len=256, eval_every=500,
-                    eval_batch=16, gen_tokens=256, replay_batch=64),
-    "smoke": Preset(steps=3, warmup=1, peak_lr=1e-3, min_lr=1e-4, batch=2, seq_len=16, eval_every=0, eval_batch=4,
-                    gen_tokens=4, replay_batch=64),
-}
+MIXING_RULES = {"alpha": "token_share", "code_5050": "code_5050"}
+"""``--mixing`` → ``data/mixing.mix_replay`` rule: ``alpha`` mixes at new-data fraction α by tokens."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,22 +84,27 @@ class KnowEditRun:
     progress: bool = True
 
     def __post_init__(self):
-        ke.KnowEditConfig(self.kind, self.wrap_strings, self.aug_align, self.mixing)  # validates those four
+        ke.KnowEditConfig(self.kind, self.wrap_strings, self.aug_align)  # validates those three
+        if self.mixing not in MIXING_RULES:
+            raise ValueError(f"--mixing must be one of {sorted(MIXING_RULES)}, got {self.mixing!r}")
         if not self.methods or not set(self.methods) <= set(METHODS):
             raise ValueError(f"methods must be a non-empty subset of {METHODS}, got {self.methods}")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        if self.preset not in PRESETS or self.dtype not in DTYPES or self.fluency_mode not in FLUENCY_MODES:
-            raise ValueError(f"preset in {sorted(PRESETS)}, dtype in {sorted(DTYPES)}, fluency_mode in "
-                             f"{FLUENCY_MODES}; got {self.preset!r}, {self.dtype!r}, {self.fluency_mode!r}")
+        lookup(KNOWEDIT, self.preset, "KnowEdit")
+        if self.dtype not in DTYPES or self.fluency_mode not in FLUENCY_MODES:
+            raise ValueError(f"dtype in {sorted(DTYPES)}, fluency_mode in {FLUENCY_MODES}; got {self.dtype!r}, "
+                             f"{self.fluency_mode!r}")
         if (self.steps is not None and self.steps < 1) or self.eval_stride < 1:
             raise ValueError(f"steps and eval_stride must be >= 1, got {self.steps}, {self.eval_stride}")
 
     @property
-    def schedule(self) -> Preset:
-        p = PRESETS[self.preset]
-        steps = self.steps or p.steps
-        return dataclasses.replace(p, steps=steps, warmup=min(p.warmup, steps), eval_every=min(p.eval_every, steps))
+    def scale(self) -> Preset:
+        """The preset with ``steps`` overridden (warm-up and evaluation interval capped at the step count)."""
+        p = KNOWEDIT[self.preset]
+        steps = self.steps or p.cpt.steps
+        return override(p, {"cpt.steps": steps, "cpt.warmup": min(p.cpt.warmup, steps),
+                            "cpt.eval_every": min(p.cpt.eval_every, steps)})
 
     def run_name(self, method: str) -> str:
         if method == "naive":
@@ -152,13 +134,6 @@ def load_data(cfg: KnowEditRun, tokenizer) -> Data:
                 int(tokenizer.eos_token_id))
 
 
-def replay_config(kind: str, cfg: KnowEditRun) -> ReplayConfig:
-    """§6.3 real-data replay: ``ReplayConfig.real`` with the preset's sampling length and batch."""
-    p = cfg.schedule
-    overrides = {"max_new_tokens": p.gen_tokens, "max_len": p.seq_len, "seed": cfg.seed, "batch_size": p.replay_batch}
-    return ReplayConfig.real(kind, **overrides, **({} if cfg.minhash else {"minhash": None}))
-
-
 def build_corpora(cfg: KnowEditRun, data: Data, tokenizer) -> dict:
     """kind -> replay sequences, built from the base model (or reused from ``<out>/replay-<kind>``)."""
     kinds = [m for m in cfg.methods if m != "naive"]
@@ -167,50 +142,31 @@ def build_corpora(cfg: KnowEditRun, data: Data, tokenizer) -> dict:
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
     out = {}
     for kind in kinds:
-        corpus = build_replay(model, data.questions, tokenizer, replay_config(kind, cfg),
-                              out_dir=pathlib.Path(cfg.out) / f"replay-{kind}")
+        rcfg = real_replay_config(kind, cfg.scale, seed=cfg.seed, minhash=cfg.minhash)
+        corpus = build_replay(model, data.questions, tokenizer, rcfg, out_dir=pathlib.Path(cfg.out) / f"replay-{kind}")
         print(f"[replay {kind}] {corpus.stats['num_prompts']} prompts, {corpus.stats['num_candidates']} candidates, "
               f"MinHash dropped {corpus.stats['minhash_dropped']}, {len(corpus.sequences)} sequences")
         out[kind] = corpus.sequences
     return out
 
 
-def fluency_evaluator(layouts: dict, cfg: KnowEditRun):
-    """``(graphdef, rest) -> evaluate(params, step)`` logging ``<set>/fluency``, ``<set>/n``, ``<set>/dropped_pos0``."""
-
-    def factory(graphdef, rest):
-        logits_fn = make_eval_logits(graphdef, rest, DTYPES[cfg.dtype])
-
-        def evaluate(params, step):
-            out = {}
-            for name, layout in layouts.items():
-                res = fluency(logits_fn, params, layout, batch_size=cfg.schedule.eval_batch, stride=cfg.eval_stride)
-                out.update({f"{name}/{k}": v for k, v in res.items()})
-            return out
-
-        return evaluate
-
-    return factory
-
-
 def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layouts: dict) -> dict:
     """CPT of the base model on the new data (mixed with ``replay[method]`` unless naive); returns final.json."""
-    p, out = cfg.schedule, pathlib.Path(cfg.out) / cfg.run_name(method)
-    write_config(cfg, out, p)
-    docs = data.new_docs
+    p, folder = cfg.scale, RunFolder(pathlib.Path(cfg.out) / cfg.run_name(method))
+    folder.start(cfg, p)
+    docs, mixture = data.new_docs, {}
     if method != "naive":
-        docs = ke.mix_real(data.new_docs, replay[method], cfg.alpha, cfg.mixing, np.random.default_rng(cfg.seed))
-    batcher = EpochBatcher(docs, seq_len=p.seq_len, eos_id=data.eos_id, batch_size=p.batch, seed=cfg.seed + 1)
+        docs, mixture = mix_replay(data.new_docs, replay[method], cfg.alpha, rule=MIXING_RULES[cfg.mixing],
+                                   seed=cfg.seed)
+    batcher = EpochBatcher(docs, seq_len=p.seq_len, eos_id=data.eos_id, batch_size=p.cpt.batch, seed=cfg.seed + 1)
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
-    opt = OptimConfig(peak_lr=p.peak_lr, min_lr=p.min_lr, warmup_steps=p.warmup, total_steps=p.steps)
-    loop = LoopConfig(steps=p.steps, log_every=max(1, min(10, p.steps)), eval_every=p.eval_every,
-                      progress=cfg.progress)
-    factory = fluency_evaluator(layouts, cfg)
-    state, graphdef, rest = train_lm(model, batcher, opt=opt, loop=loop, out_dir=out, evaluate_factory=factory,
-                                     compute_dtype=DTYPES[cfg.dtype])
+    factory = lambda g, r: fluency_evaluator(g, r, layouts, batch_size=p.eval_batch,  # noqa: E731
+                                             stride=cfg.eval_stride, compute_dtype=DTYPES[cfg.dtype])
+    run = train_lm(model, batcher, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress), folder=folder,
+                   evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype])
     extra = {"method": method, "alpha": None if method == "naive" else cfg.alpha, "train_docs": len(docs),
-             "new_docs": len(data.new_docs), "epochs": p.steps / batcher.steps_per_epoch}
-    return finish_run(out, factory(graphdef, rest), state, extra)
+             "new_docs": len(data.new_docs), "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mixture}
+    return finish_run(folder, factory(run.graphdef, run.rest), run, extra).final
 
 
 def table(kind: str, results: dict) -> str:
@@ -228,7 +184,7 @@ def run(cfg: KnowEditRun) -> dict:
     """Every method of ``cfg``; writes ``table.md``/``table.json`` and returns {run name: final metrics}."""
     tokenizer = load_tokenizer(cfg.model)
     data = load_data(cfg, tokenizer)
-    p = cfg.schedule
+    p = cfg.scale
     layouts = {name: fluency_layout(list(t.docs), t.idx, mode=cfg.fluency_mode, seq_len=p.seq_len,
                                     eos_id=data.eos_id) for name, t in data.tests.items()}
     replay = build_corpora(cfg, data, tokenizer)
@@ -249,8 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", required=True, help="output folder (replay corpora, one run folder per method, table)")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of naive,lamol,stoc")
     ap.add_argument("--alpha", type=float, default=0.5, help="new-data fraction of the replay mixture")
-    ap.add_argument("--mixing", default="alpha", choices=ke.MIXINGS, help="code_5050: the reference's 50/50 bug")
-    ap.add_argument("--preset", default="paper", choices=sorted(PRESETS))
+    ap.add_argument("--mixing", default="alpha", choices=sorted(MIXING_RULES),
+                    help="alpha: new-data fraction by tokens; code_5050: the reference's 50/50 bug")
+    ap.add_argument("--preset", default="paper", choices=sorted(KNOWEDIT))
     ap.add_argument("--steps", type=int, default=None, help="override the preset's step count")
     ap.add_argument("--kind", default=None, choices=ke.KINDS, help="dataset kind (default: detected)")
     ap.add_argument("--no-wrap-strings", action="store_true", help="iterate string answers by character (reference)")

@@ -4,7 +4,7 @@
         --runs cpt-stoc-full-a0.5 cpt-naive-full
 
 For one replay corpus (``<table>/replay-<corpus>``) the old facts (PT person, attribute) are split into those the
-drawn replay sequences voice (``biography_replay.voiced_facts``) and those they do not. For each CPT run (full
+drawn replay sequences voice (``eval/coverage.voiced_facts``) and those they do not. For each CPT run (full
 update, final checkpoint) the script computes the soft first-token accuracy of every Original (PT test
 biography) value occurrence (spec §5.1) and reports sFTA over the voiced and the unvoiced facts. A run trained
 without that corpus (naive) is the control: a gap that appears there too comes from the facts, not from replay.
@@ -22,40 +22,40 @@ import numpy as np
 from datasets import load_from_disk
 from flax import nnx
 
-from cfka_jax.train.optim import make_optimizer
-from cfka_jax.train.step import init_state, make_eval_logits
-from cfka_jax.train.loop import checkpoint_manager, restore_latest
 from cfka_jax.data.pipeline import build_data
-from cfka_jax.runs.biography import PRESETS, _opt, build_model
-from cfka_jax.runs.replay import voiced_facts
+from cfka_jax.eval.batches import row_blocks, take
+from cfka_jax.eval.coverage import voiced_facts
+from cfka_jax.runs.biography import build_model
+from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.presets import BIOGRAPHY
+from cfka_jax.train.step import make_eval_logits, master_params
 
 
 def final_params(run: pathlib.Path, preset: str, arch: str, vocab_size: int):
-    """(graphdef, params, rest) of a full-update CPT run's latest checkpoint."""
-    p = PRESETS[preset]
+    """(graphdef, params, rest) of a full-update CPT run's final checkpoint (its parameters only)."""
+    p = BIOGRAPHY[preset]
     graphdef, params, rest = nnx.split(build_model(p, arch, vocab_size, seed=0), nnx.Param, ...)
-    state = restore_latest(checkpoint_manager(run / "checkpoints", 2),
-                           init_state(params, make_optimizer(_opt(p.cpt_lr, p.cpt_steps))))
-    if int(state.step) != p.cpt_steps:
-        raise ValueError(f"{run}: checkpoint at step {int(state.step)}, expected the final step {p.cpt_steps}")
-    return graphdef, state.params, rest
+    params, step = RunFolder(run).checkpoint_params(master_params(params))
+    if step != p.cpt.steps:
+        raise ValueError(f"{run}: checkpoint at step {step}, expected the final step {p.cpt.steps}")
+    return graphdef, params, rest
 
 
 def occurrence_soft(logits_fn, params, packed, targets, batch: int = 16) -> np.ndarray:
     """softmax(logits[chunk, pos − 1])[token] for every FTA occurrence, in the targets' order."""
     soft = np.zeros(len(targets.chunk), np.float64)
-    for lo in range(0, packed.num_chunks, batch):
-        rows = slice(lo, min(lo + batch, packed.num_chunks))
-        b = {"tokens": packed.tokens[rows], "positions": packed.positions[rows]}
+    for block in row_blocks(packed.num_chunks, batch):
+        b = {"tokens": take(packed.tokens, block), "positions": take(packed.positions, block)}
         probs = np.asarray(jax.nn.softmax(logits_fn(params, b), axis=-1))
-        sel = (targets.chunk >= rows.start) & (targets.chunk < rows.stop)
+        lo = int(block.rows[0])  # blocks in natural order hold rows lo … lo + num_valid − 1
+        sel = (targets.chunk >= lo) & (targets.chunk < lo + block.num_valid)
         soft[sel] = probs[targets.chunk[sel] - lo, targets.pos[sel] - 1, targets.token[sel]]
     return soft
 
 
 def retention(table: pathlib.Path, corpus: str, runs: list[str], cache_dir: str) -> dict:
     cfg = json.loads((table / runs[0] / "config.json").read_text())["run"]
-    bundle = build_data(PRESETS[cfg["preset"]].data_config(), cache_dir)
+    bundle = build_data(BIOGRAPHY[cfg["preset"]].data_config(), cache_dir)
     texts = load_from_disk(str(table / f"replay-{corpus}" / "candidates"))["text"]
     drawn = [texts[i] for i in load_from_disk(str(table / f"replay-{corpus}" / "replay"))["candidate"]]
     _, voiced, _, _ = voiced_facts(drawn, bundle.world.people)

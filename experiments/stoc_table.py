@@ -18,8 +18,12 @@ import json
 import pathlib
 
 from cfka_jax.data.pipeline import build_data
-from cfka_jax.runs.biography import PRESETS, CPTConfig, PTConfig, main_cpt, main_pt
-from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches, fact_coverage
+from cfka_jax.runs.biography import continual, pretrain
+from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.presets import BIOGRAPHY
+from cfka_jax.runs.specs import CPTSpec, PTSpec
+from cfka_jax.eval.coverage import fact_coverage
+from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches
 
 ALPHAS = (0.5, 0.67, 0.8, 0.9)
 UPDATES = ("full", "freeze")
@@ -120,7 +124,7 @@ def replay_markdown(out: pathlib.Path, switches: ReplaySwitches, kinds, world) -
     return "\n".join(lines)
 
 
-def plot_original(out: pathlib.Path, results: dict[Row, dict]) -> None:
+def plot_original(out: pathlib.Path, results: dict[Row, dict], histories: dict[Row, list]) -> None:
     """Original sFTA over CPT steps, one panel per update mode, one line per method and α."""
     import matplotlib
 
@@ -135,8 +139,7 @@ def plot_original(out: pathlib.Path, results: dict[Row, dict]) -> None:
         for row in results:
             if row.update != update and row.method not in ("naive", "replay-all"):
                 continue
-            path = out / row.folder / "metrics.jsonl"
-            evals = [json.loads(x) for x in path.read_text().splitlines() if '"eval"' in x]
+            evals = [r for r in histories[row] if r.get("kind") == "eval"]
             ax.plot([e["step"] for e in evals], [100 * e["Original/sFTA"] for e in evals], styles[row.alpha],
                     color=colors[row.method], label=row.name, lw=1.5)
         ax.set(title=f"CPT update: {update}", xlabel="CPT step", ylabel="Original sFTA (×100)")
@@ -150,38 +153,46 @@ def plot_original(out: pathlib.Path, results: dict[Row, dict]) -> None:
 def report(cfg: TableConfig) -> dict:
     """Rewrite table.md / table.json / the plot from the finished run folders, training nothing."""
     out = pathlib.Path(cfg.out)
-    read = lambda folder: json.loads((out / folder / "final.json").read_text())  # noqa: E731
-    pt = read(f"pt-{cfg.preset}-{cfg.arch}")
-    results = {row: read(row.folder) for row in table_rows(cfg.alphas, cfg.kinds, cfg.updates)
-               if (out / row.folder / "final.json").exists()}
-    _write(out, cfg, results, pt, build_data(PRESETS[cfg.preset].data_config(), cfg.cache_dir).world)
+    pt = RunFolder(out / f"pt-{cfg.preset}-{cfg.arch}").final()
+    if pt is None:
+        raise ValueError(f"{out}: no finished PT run (pt-{cfg.preset}-{cfg.arch}/final.json); nothing to report")
+    finished = [row for row in table_rows(cfg.alphas, cfg.kinds, cfg.updates)
+                if RunFolder(out / row.folder).final() is not None]
+    results = {row: RunFolder(out / row.folder).final() for row in finished}
+    histories = {row: RunFolder(out / row.folder).metrics.records() for row in finished}
+    _write(out, cfg, results, histories, pt, build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir).world)
+    print((out / "table.md").read_text())
     return {row.name: final for row, final in results.items()}
 
 
 def main(cfg: TableConfig) -> dict:
     out = pathlib.Path(cfg.out)
     pt_dir = out / f"pt-{cfg.preset}-{cfg.arch}"
-    pt = main_pt(PTConfig(preset=cfg.preset, out=str(pt_dir), arch=cfg.arch, cache_dir=cfg.cache_dir,
-                          progress=cfg.progress))
-    world = build_data(PRESETS[cfg.preset].data_config(), cfg.cache_dir).world
+    data = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
+    pt = pretrain(PTSpec(preset=cfg.preset, out=str(pt_dir), arch=cfg.arch, cache_dir=cfg.cache_dir,
+                         progress=cfg.progress), data)
     results: dict[Row, dict] = {}
+    histories: dict[Row, list] = {}
     for row in table_rows(cfg.alphas, cfg.kinds, cfg.updates):
-        run = CPTConfig(preset=cfg.preset, out=str(out / row.folder), method=row.method, update=row.update,
-                        alpha=row.alpha or 0.5, arch=cfg.arch, pt_dir=str(pt_dir), cache_dir=cfg.cache_dir,
-                        progress=cfg.progress, replay=cfg.replay,
-                        eval_every=cfg.eval_every or max(1, PRESETS[cfg.preset].cpt_steps // 8))
-        results[row] = main_cpt(run)
-        _write(out, cfg, results, pt, world)
+        spec = CPTSpec(preset=cfg.preset, out=str(out / row.folder), method=row.method, update=row.update,
+                       alpha=row.alpha or 0.5, arch=cfg.arch, pt_dir=str(pt_dir), cache_dir=cfg.cache_dir,
+                       progress=cfg.progress, replay=cfg.replay,
+                       eval_every=cfg.eval_every or max(1, BIOGRAPHY[cfg.preset].cpt.steps // 8))
+        run = continual(spec, pt, data)
+        results[row], histories[row] = run.final, run.history
+        print(f"[stoc-table] {row.name}: " + ", ".join(f"{c} {_cell(run.final, c)}" for c in COLUMNS))
+        _write(out, cfg, results, histories, pt.final, data.world)  # an interrupted table keeps its finished rows
+    print((out / "table.md").read_text())
     return {row.name: final for row, final in results.items()}
 
 
-def _write(out: pathlib.Path, cfg: TableConfig, results: dict[Row, dict], pt: dict, world) -> None:
+def _write(out: pathlib.Path, cfg: TableConfig, results: dict[Row, dict], histories: dict[Row, list], pt: dict,
+           world) -> None:
     text = (f"# STOC table, preset {cfg.preset} (×100, final CPT step)\n\n{markdown(results, pt)}\n\n"
             f"## Replay corpora\n\n{replay_markdown(out, cfg.replay, cfg.kinds, world)}\n")
     (out / "table.md").write_text(text)
     (out / "table.json").write_text(json.dumps({"PT": pt, **{r.name: f for r, f in results.items()}}, indent=1))
-    plot_original(out, results)
-    print(text)
+    plot_original(out, results, histories)
 
 
 def build_parser() -> argparse.ArgumentParser:

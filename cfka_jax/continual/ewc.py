@@ -12,7 +12,8 @@ Two Fisher estimates (decision #9, switch ``ewc.fisher``):
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import math
+from typing import Any, Iterable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -54,12 +55,35 @@ def fisher_per_example(params, graphdef, rest, batches: Iterable[dict]):
     return jax.tree.map(lambda a: a / n, acc)
 
 
-def ewc_penalty(fisher, anchor, lam: float) -> Callable:
-    """Returns θ ↦ (λ/2) Σ_i F_i (θ_i − θ*_i)² (float32). λ = 0 gives an exactly zero penalty and gradient."""
+class EWCAnchor(NamedTuple):
+    """The operands of the EWC penalty, passed to the jitted step as arguments (not closed-over constants).
 
-    def penalty(params):
-        terms = jax.tree.map(lambda f, p, a: jnp.sum(f * jnp.square(p.astype(jnp.float32) - a.astype(jnp.float32))),
-                             fisher, params, anchor)
-        return 0.5 * lam * sum(jax.tree.leaves(terms))
+    Attributes:
+      fisher: diagonal Fisher F, a float32 pytree like the parameters.
+      anchor: θ*, the parameters the penalty pulls towards (the pre-CPT weights).
+      lam: λ ≥ 0, a float32 scalar.
+    """
 
-    return penalty
+    fisher: Any
+    anchor: Any
+    lam: jax.Array
+
+
+def ewc_anchor(fisher, anchor, lam: float) -> EWCAnchor:
+    """Validated penalty operands.
+
+    Raises:
+      ValueError: λ negative or not finite (a negative λ would reward drift from θ*).
+    """
+    if not (math.isfinite(lam) and lam >= 0.0):
+        raise ValueError(f"EWC lambda must be finite and >= 0, got {lam}")
+    if jax.tree.structure(fisher) != jax.tree.structure(anchor):
+        raise ValueError("EWC Fisher and anchor must have the same tree structure")
+    return EWCAnchor(fisher, anchor, jnp.asarray(lam, jnp.float32))
+
+
+def ewc_penalty(params, ewc: EWCAnchor) -> jax.Array:
+    """(λ/2) Σ_i F_i (θ_i − θ*_i)² in float32. λ = 0 gives an exactly zero penalty and gradient."""
+    terms = jax.tree.map(lambda f, p, a: jnp.sum(f * jnp.square(p.astype(jnp.float32) - a.astype(jnp.float32))),
+                         ewc.fisher, params, ewc.anchor)
+    return 0.5 * ewc.lam * sum(jax.tree.leaves(terms))

@@ -237,3 +237,18 @@ def masked_tx(tx: optax.GradientTransformation, mask: nnx.State) -> optax.Gradie
     """
     labels = jax.tree.map(lambda m: "trainable" if m else "frozen", mask)
     return optax.multi_transform({"trainable": tx, "frozen": optax.set_to_zero()}, labels)
+
+
+def merged_params(params: dict, scale: float) -> dict:
+    """The base model's parameters (a pure nested dict, ``nnx.to_pure_dict``) seen through LoRA adapters:
+    every ``{base: {kernel, bias?}, lora_a, lora_b}`` node becomes ``{kernel: base.kernel + scale·lora_a@lora_b,
+    bias?}``. A pure function of the adapters, so a penalty on the effective weights (EWC under LoRA) has
+    gradients with respect to ``lora_a`` and ``lora_b``."""
+    if not isinstance(params, dict):
+        return params
+    if {"base", "lora_a", "lora_b"} <= set(params):
+        ab = jnp.matmul(params["lora_a"], params["lora_b"], precision=jax.lax.Precision.HIGHEST)
+        base = dict(params["base"])
+        base["kernel"] = base["kernel"] + (scale * ab).astype(base["kernel"].dtype)
+        return base
+    return {k: merged_params(v, scale) for k, v in params.items()}

@@ -44,6 +44,7 @@ from cfka_jax.continual.stoc import (
     random_spans,
     select_spans,
 )
+from cfka_jax.eval.batches import right_pad, row_blocks
 from cfka_jax.models.generate import SamplerConfig, generate
 
 KINDS = ("stoc", "random", "lamol")
@@ -179,22 +180,21 @@ def make_prompts(model, docs: list[np.ndarray], cfg: ReplayConfig, eos_id: int) 
 
 def sample_candidates(model, prompts: list[Prompt], cfg: ReplayConfig, eos_id: int) -> tuple[list[np.ndarray], int]:
     """(candidates, generated token count): ``num_samples`` continuations per prompt, prompt + continuation cut to
-    ``max_len``. Rows are padded to one width and one batch size, so sampling compiles once."""
-    rows = [p for p in prompts for _ in range(cfg.num_samples)]
+    ``max_len``. Fixed-size blocks of one width (``eval/batches.py``), so sampling compiles once; row r samples
+    with the key ``fold_in(key(seed), r)`` whatever the batch size."""
+    rows = [p.ids for p in prompts for _ in range(cfg.num_samples)]
     width = max(len(p.ids) for p in prompts)
     sampler, base = cfg.sampler(eos_id), jax.random.key(cfg.seed)
     out, generated = [], 0
-    for lo in range(0, len(rows), cfg.batch_size):
-        part = rows[lo:lo + cfg.batch_size]
-        tokens = np.full((cfg.batch_size, width), eos_id, np.int32)
-        lengths = np.ones(cfg.batch_size, np.int32)
-        for r, p in enumerate(part):
-            tokens[r, :len(p.ids)], lengths[r] = p.ids, len(p.ids)
+    for block in row_blocks(len(rows), cfg.batch_size):
+        tokens, lengths = right_pad(rows, block.rows, width=width, pad_id=eos_id)
+        lo = int(block.rows[0])
         keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(lo, lo + cfg.batch_size))
         res = generate(model, tokens, lengths, keys, sampler)
         gen, num = np.asarray(res.tokens), np.asarray(res.num_tokens)
-        for r, p in enumerate(part):
-            out.append(np.concatenate([np.asarray(p.ids, np.int32), gen[r, :num[r]]])[:cfg.max_len])
+        for r in np.flatnonzero(block.valid):
+            ids = np.asarray(rows[block.rows[r]], np.int32)
+            out.append(np.concatenate([ids, gen[r, :num[r]]])[:cfg.max_len])
             generated += int(num[r])
     return out, generated
 

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from cfka_jax.eval.batches import right_pad, row_blocks
 from cfka_jax.shapes import Array, Float, Int
 
 SCORE_NORMS = ("j_plus_1", "n_queries")
@@ -81,25 +82,20 @@ def attention_scores(model: nnx.Module, docs: list[np.ndarray], *, norm: str = "
                      pad_to: int = 64) -> list[np.ndarray]:
     """Token scores (float32, one array of length L per document) of ``model`` on ``docs``.
 
-    Batches are right-padded to a multiple of ``pad_to`` and the last batch is filled with copies, so a corpus
-    compiles a handful of programs at most.
+    Fixed-size blocks (``eval/batches.py``) right-padded to a multiple of ``pad_to``, so a corpus compiles a
+    handful of programs at most.
+
+    Raises:
+      ValueError: an empty document (named by index).
     """
     graphdef, state = nnx.split(model)
     fn = _compiled_scores(graphdef, norm)
     out: list[np.ndarray] = []
-    for lo in range(0, len(docs), batch_size):
-        part = docs[lo:lo + batch_size]
-        lens = np.array([len(d) for d in part], np.int32)
-        if lens.min() < 1:
-            raise ValueError(f"document {lo + int(np.argmin(lens))} is empty")
-        width = int(-(-lens.max() // pad_to) * pad_to)
-        tokens = np.zeros((batch_size, width), np.int32)
-        lengths = np.ones(batch_size, np.int32)
-        for r, d in enumerate(part):
-            tokens[r, :len(d)] = d
-            lengths[r] = len(d)
+    for block in row_blocks(len(docs), batch_size):
+        longest = max(len(docs[i]) for i in block.rows)
+        tokens, lengths = right_pad(docs, block.rows, width=int(-(-longest // pad_to) * pad_to))
         scores = np.asarray(fn(state, jnp.asarray(tokens), jnp.asarray(lengths)))
-        out.extend(scores[r, :lengths[r]] for r in range(len(part)))
+        out.extend(scores[r, :lengths[r]] for r in np.flatnonzero(block.valid))
     return out
 
 

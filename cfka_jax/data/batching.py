@@ -7,8 +7,6 @@ Because batch t depends only on t, a resumed run sees exactly the batches of an 
 
 from __future__ import annotations
 
-import functools
-
 import jax.numpy as jnp
 import numpy as np
 
@@ -24,13 +22,16 @@ class EpochBatcher:
             raise ValueError("EpochBatcher needs at least one document")
         self.docs, self.seq_len, self.eos_id = docs, seq_len, eos_id
         self.batch_size, self.seed, self.doc_mask = batch_size, seed, doc_mask
+        self._packs: dict[int, Packed] = {}  # the last two packed epochs of this batcher
         if self.steps_per_epoch < 1:
             raise ValueError(f"{self._epoch(0).num_chunks} chunks cannot fill one batch of {batch_size}")
 
-    @functools.lru_cache(maxsize=2)
     def _epoch(self, epoch: int) -> Packed:
-        order = epoch_order(len(self.docs), self.seed, epoch)
-        return pack(self.docs, self.seq_len, self.eos_id, order=order, doc_mask=self.doc_mask)
+        if epoch not in self._packs:
+            order = epoch_order(len(self.docs), self.seed, epoch)
+            self._packs = {k: v for k, v in self._packs.items() if k == epoch - 1}
+            self._packs[epoch] = pack(self.docs, self.seq_len, self.eos_id, order=order, doc_mask=self.doc_mask)
+        return self._packs[epoch]
 
     @property
     def steps_per_epoch(self) -> int:

@@ -11,7 +11,8 @@ keys of record 0 (``text`` + ``labels`` → wiki_bio; top-level ``ground_truth``
 * wiki_recent: continual = ``prompt`` and ``rephrase`` (if present) with answers ``target_new``; original = every
   locality category, answers ``ground_truth[0]`` (a list of aliases, or one string).
 
-Locality items are ``{"prompt": str, "ground_truth": answers}``. Answers are a list of strings; a plain string is
+Locality items are ``{"prompt": str, "ground_truth": answers}``. Answers are a non-empty list of non-empty
+strings (``[]`` or ``""`` is an error naming the record: the fact would be silently dropped); a plain string is
 wrapped in a one-element list (``wrap_strings=True``, decision #25). ``wrap_strings=False`` reproduces the
 reference, which iterates the string: every *character* becomes an answer.
 
@@ -31,46 +32,38 @@ checked against the query they claim to answer). ``aug_align='per_truth'`` (defa
 q(f, t) with truth t of fact f. ``aug_align='per_example'`` reproduces the reference: fact f takes entry number f
 (misaligned as soon as a fact has two truths) and pairs each rewrite with every truth of f.
 
-Mixing with replay (§4.7, decision #8), at the level of sequences (packing shuffles them later):
-``'alpha'`` (default, intended): every new sequence once plus k = round(n_new·(1 − α)/α) replay sequences, so α is
-the new-data fraction of the mixture (replay drawn without replacement when k ≤ n_replay, else with);
-``'code_5050'``: the reference's ``CPTDataset`` with ratios [1 − α, 1 − α]: both sources drawn with replacement to
-int((n_replay/(1 − α))·(1 − α)) ≈ n_replay sequences each, a 50/50 mix for any α. (Naive CPT uses every new
-sequence once; the reference's ``CPTDataset`` would redraw them with replacement to the same count.)
+Mixing with replay (§4.7, decision #8) is ``data/mixing.mix_replay``: ``token_share`` (new-data fraction α by tokens)
+or ``code_5050`` (the reference's ``CPTDataset`` bug, a 50/50 mix for any α).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 import numpy as np
 
+from cfka_jax import jsonio
+
 KINDS = ("zsre", "wiki_bio", "wiki_recent")
 ALIGNS = ("per_truth", "per_example")
-MIXINGS = ("alpha", "code_5050")
 _CONTINUAL_KEYS = {"zsre": ("prompt", "ground_truth", "rephrase_prompt"), "wiki_bio": ("text", "labels", None),
                    "wiki_recent": ("prompt", "target_new", "rephrase")}  # prompt, answers, optional rephrase
 
 
 @dataclasses.dataclass(frozen=True)
 class KnowEditConfig:
-    """Loader switches: dataset ``kind`` (None = detect), ``wrap_strings`` (#25), ``aug_align`` (#26), ``mixing``
-    (#8)."""
+    """Loader switches: dataset ``kind`` (None = detect), ``wrap_strings`` (#25), ``aug_align`` (#26)."""
 
     kind: str | None = None
     wrap_strings: bool = True
     aug_align: str = "per_truth"
-    mixing: str = "alpha"
 
     def __post_init__(self):
         if self.kind is not None and self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS} or None, got {self.kind!r}")
         if self.aug_align not in ALIGNS:
             raise ValueError(f"aug_align must be one of {ALIGNS}, got {self.aug_align!r}")
-        if self.mixing not in MIXINGS:
-            raise ValueError(f"mixing must be one of {MIXINGS}, got {self.mixing!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,14 +99,9 @@ def read_json(path: str | os.PathLike):
     """The parsed JSON of ``path``.
 
     Raises:
-      ValueError: invalid JSON, naming the file, line and column.
+      ValueError: invalid UTF-8 or JSON, a lone surrogate escape or nesting too deep, naming the file and line.
     """
-    with open(path, encoding="utf-8") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{os.fspath(path)}: invalid JSON at line {err.lineno} column {err.colno}: "
-                             f"{err.msg}") from err
+    return jsonio.read_json(path)
 
 
 def _get(obj, key: str, types, where: str):
@@ -127,12 +115,23 @@ def _get(obj, key: str, types, where: str):
 
 
 def _truths(value, wrap: bool, where: str) -> tuple[str, ...]:
-    """Answers as a tuple of strings: a string is wrapped (or, code-faithfully, split into characters)."""
+    """Answers as a tuple of strings: a string is wrapped (or, code-faithfully, split into characters).
+
+    Raises:
+      ValueError: not a string or list of strings, an empty list or an empty answer (the fact would be dropped).
+    """
     if isinstance(value, str):
-        return (value,) if wrap else tuple(value)
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        truths = (value,) if wrap else tuple(value)
+    elif isinstance(value, list) and all(isinstance(t, str) for t in value):
+        truths = tuple(value)
+    else:
         raise ValueError(f"{where}: answers must be a string or a list of strings, got {value!r:.80}")
-    return tuple(value)
+    if not truths:
+        raise ValueError(f"{where}: no answers ({value!r}); the fact would be silently dropped")
+    empty = [i for i, t in enumerate(truths) if not t]
+    if empty:
+        raise ValueError(f"{where}: answer {empty[0]} is empty")
+    return truths
 
 
 def detect_kind(record, where: str = "record 0") -> str:
@@ -219,8 +218,11 @@ def training_pairs(facts: tuple[Fact, ...]) -> list[tuple[str, str]]:
 
 def _rewrites(entry, where: str) -> list[str]:
     rewrites = entry if isinstance(entry, list) else _get(entry, "rewrites", list, where)
-    if not all(isinstance(r, str) for r in rewrites):
-        raise ValueError(f"{where}: rewrites must be strings")
+    bad = next((i for i, r in enumerate(rewrites) if not isinstance(r, str)), None)
+    if bad is not None:
+        raise ValueError(f"{where}: rewrite {bad} must be a string, got {rewrites[bad]!r:.60}")
+    if not rewrites:
+        raise ValueError(f"{where}: no rewrites; the query's fact would never be trained")
     return rewrites
 
 
@@ -286,31 +288,3 @@ def question_docs(facts: tuple[Fact, ...], tokenizer) -> list[np.ndarray]:
     """tok(prompt) + [EOS] per fact: the source documents of real STOC (§6.3: the question only, no answer)."""
     eos = tokenizer.eos_token_id
     return [np.asarray(ids + [eos], np.int32) for ids in _encode(tokenizer, [f.prompt for f in facts])]
-
-
-# ------------------------------------------------------------------------------------------------------ mixing
-
-
-def mix_real(new_docs: list[np.ndarray], replay_docs: list[np.ndarray], alpha: float, mode: str,
-             rng: np.random.Generator) -> list[np.ndarray]:
-    """The CPT documents: new sequences mixed with replay at new-data fraction ``alpha`` (module docstring).
-
-    Raises:
-      ValueError: alpha outside (0, 1), an unknown mode, or an empty source.
-    """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1) for a replay mixture, got {alpha}")
-    if mode not in MIXINGS:
-        raise ValueError(f"mode must be one of {MIXINGS}, got {mode!r}")
-    if not new_docs or not replay_docs:
-        raise ValueError(f"mixing needs new and replay documents, got {len(new_docs)} and {len(replay_docs)}")
-    n_new, n_rep = len(new_docs), len(replay_docs)
-    if mode == "code_5050":
-        ratio = np.float64(1.0) - np.float64(alpha)
-        k = int(n_rep / ratio * ratio)  # CPTDataset: target = len(first) / ratio; draw int(target · ratio) per file
-        rep = rng.integers(0, n_rep, size=k)
-        new = rng.integers(0, n_new, size=k)
-        return [replay_docs[i] for i in rep] + [new_docs[i] for i in new]
-    k = round(n_new * (1.0 - alpha) / alpha)
-    rep = rng.choice(n_rep, size=k, replace=k > n_rep)
-    return list(new_docs) + [replay_docs[i] for i in rep]

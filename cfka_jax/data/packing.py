@@ -168,15 +168,3 @@ def fta_targets(packed: Packed, idx: np.ndarray) -> FtaTargets:
     as32 = lambda x: x.astype(np.int32)  # noqa: E731
     return FtaTargets(as32(chunk), as32(pos), as32(attr), as32(doc), packed.tokens[chunk, pos].astype(np.int32),
                       int((~keep).sum()))
-
-
-def replay_copies(alpha: float) -> int:
-    """Copies of the new data per replay file at new-data fraction α: int(α / (1 − α)) in float64 (§4.3)."""
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1) for a replay mixture, got {alpha}")
-    return int(np.float64(alpha) / (np.float64(1.0) - np.float64(alpha)))
-
-
-def mix_replay(new_docs: list[np.ndarray], replay_docs: list[np.ndarray], alpha: float) -> list[np.ndarray]:
-    """The reference's synthetic mixture: [replay] + [new] × int(α / (1 − α)), shuffled later when packed."""
-    return list(replay_docs) + list(new_docs) * replay_copies(alpha)

@@ -16,6 +16,7 @@ import dataclasses
 import jax
 import numpy as np
 
+from cfka_jax.eval.batches import row_blocks
 from cfka_jax.eval.fta import exact_match
 from cfka_jax.data.templates import ATTRIBUTES
 from cfka_jax.models.generate import SamplerConfig, generate, pad_prompts
@@ -59,14 +60,14 @@ def exact_match_rate(model, prompts: list, tokenizer, *, key, temperature: float
                         eos_token_id=int(tokenizer.eos_token_id), pad_token_id=int(tokenizer.eos_token_id))
     hits = np.zeros(len(ATTRIBUTES))
     counts = np.zeros(len(ATTRIBUTES))
-    for b in range(0, len(prompts), batch_size):
-        chunk = prompts[b:b + batch_size]
-        rows = [p.prompt_ids for p in chunk] + [chunk[0].prompt_ids] * (batch_size - len(chunk))  # fixed shape
-        tokens, lengths = pad_prompts(rows, int(tokenizer.eos_token_id))
-        out = generate(model, tokens, lengths, jax.random.fold_in(key, b), cfg)
-        for p, gen, n in zip(chunk, np.asarray(out.tokens), np.asarray(out.num_tokens)):
-            hits[p.attr] += exact_match(tokenizer.decode(gen[:n]), p.answer)
-            counts[p.attr] += 1
+    if not prompts:
+        raise ValueError("exact match needs at least one prompt")
+    for lo, block in zip(range(0, len(prompts), batch_size), row_blocks(len(prompts), batch_size)):
+        tokens, lengths = pad_prompts([prompts[i].prompt_ids for i in block.rows], int(tokenizer.eos_token_id))
+        out = generate(model, tokens, lengths, jax.random.fold_in(key, lo), cfg)
+        for i, gen, n in zip(block.rows[block.valid], np.asarray(out.tokens), np.asarray(out.num_tokens)):
+            hits[prompts[i].attr] += exact_match(tokenizer.decode(gen[:n]), prompts[i].answer)
+            counts[prompts[i].attr] += 1
     res = {f"EM/{a}": float(h / c) if c else 0.0 for a, h, c in zip(ATTRIBUTES, hits, counts)}
     res["EM"] = float(hits.sum() / counts.sum()) if counts.sum() else 0.0
     res["EM_n"] = float(counts.sum())

@@ -16,7 +16,7 @@ context:
 * ``'per_example'`` (clean): every sequence alone, right-padded to the longest one with an attention mask; the
   context is the sequence's own prefix. Only an answer starting at position 0 (empty prompt) loses its first token.
 
-``stride = 24`` evaluates only the reference's ≈ 1/24 row subsample (``eval/fta.eval_rows``, M1); rows are
+``stride = 24`` evaluates only the reference's ≈ 1/24 row subsample (``eval/batches.row_blocks``, M1); rows are
 chunks ('packed') or examples ('per_example'). Shapes: B rows, S positions, V vocabulary (``cfka_jax/shapes.py``).
 """
 
@@ -28,9 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfka_jax.eval.fta import eval_rows
+from cfka_jax.eval.batches import Block, row_blocks, take
+from cfka_jax.eval.sets import named_sets
 from cfka_jax.data.packing import pack
 from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.train.step import make_eval_logits
 
 MODES = ("packed", "per_example")
 
@@ -130,14 +132,13 @@ def soft_token_sums(logits_BSV: Float[Array, "B S V"], tokens_BS: Int[Array, "B 
 _soft_sums = jax.jit(soft_token_sums)
 
 
-def _batch(layout: FluencyLayout, rows: slice, batch_size: int) -> tuple[dict, jax.Array]:
-    """The model batch of ``rows``, padded to ``batch_size`` rows (one compiled shape; padded rows score nothing)."""
-    pad = ((0, batch_size - (rows.stop - rows.start)), (0, 0))
-    batch = {"tokens": jnp.asarray(np.pad(layout.tokens[rows], pad), jnp.int32),
-             "positions": jnp.asarray(np.pad(layout.positions[rows], pad), jnp.int32)}
+def _batch(layout: FluencyLayout, block: Block) -> tuple[dict, jax.Array]:
+    """The model batch of one row block (fill rows score nothing)."""
+    batch = {"tokens": jnp.asarray(take(layout.tokens, block), jnp.int32),
+             "positions": jnp.asarray(take(layout.positions, block), jnp.int32)}
     if layout.attention_mask is not None:
-        batch["attention_mask"] = jnp.asarray(np.pad(layout.attention_mask[rows], pad, constant_values=1), jnp.int32)
-    return batch, jnp.asarray(np.pad(layout.score_mask[rows], pad), jnp.float32)
+        batch["attention_mask"] = jnp.asarray(take(layout.attention_mask, block), jnp.int32)
+    return batch, jnp.asarray(take(layout.score_mask, block, zero_invalid=True), jnp.float32)
 
 
 def fluency(logits_fn, params, layout: FluencyLayout, *, batch_size: int = 16, stride: int = 1) -> dict:
@@ -155,9 +156,24 @@ def fluency(logits_fn, params, layout: FluencyLayout, *, batch_size: int = 16, s
       n: number of scored tokens; dropped_pos0: scored tokens lost at chunk position 0 in those rows.
     """
     total, count, dropped = 0.0, 0.0, 0
-    for rows in eval_rows(layout.num_rows, batch_size, stride):
-        batch, mask = _batch(layout, rows, batch_size)
+    for block in row_blocks(layout.num_rows, batch_size, stride=stride):
+        batch, mask = _batch(layout, block)
         s, c = _soft_sums(logits_fn(params, batch), batch["tokens"], mask)
         total, count = total + float(s), count + float(c)
-        dropped += int(layout.dropped_pos0[rows].sum())
+        dropped += int(layout.dropped_pos0[block.rows[block.valid]].sum())
     return {"fluency": total / count if count else 0.0, "n": count, "dropped_pos0": float(dropped)}
+
+
+def fluency_evaluator(graphdef, rest, layouts: dict[str, FluencyLayout], *, batch_size: int = 16, stride: int = 1,
+                      compute_dtype=None):
+    """``evaluate(params, step)`` logging ``<set>/fluency``, ``<set>/n``, ``<set>/dropped_pos0`` for each layout.
+
+    Raises:
+      ValueError: no layout, or a layout without a scored token.
+    """
+    for name, layout in layouts.items():
+        if not layout.score_mask.any():
+            raise ValueError(f"fluency set {name!r} has no scored token")
+    logits_fn = make_eval_logits(graphdef, rest, compute_dtype)
+    return named_sets({name: (lambda params, lay=lay: fluency(logits_fn, params, lay, batch_size=batch_size,
+                                                               stride=stride)) for name, lay in layouts.items()})

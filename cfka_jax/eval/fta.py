@@ -5,7 +5,9 @@ position 0 is dropped as in the reference), the model's prediction comes from lo
 
     hard_a += 1[argmax_v logits = tokens[s]],     soft_a += softmax(logits)[tokens[s]]   (full vocabulary).
 
-hFTA / sFTA per attribute = sums / counts; the micro-average is Σ correct / Σ counts over attributes.
+hFTA / sFTA per attribute = sums / counts; the micro-average is Σ correct / Σ counts over attributes. A whole
+packed set is scored in fixed-size row blocks (``eval/batches.py``), forwarded with the chunks' position ids and no
+attention mask as the reference does; ``stride = 24`` reproduces its ≈ 1/24 subsample (quirk M1).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfka_jax.data.packing import FtaTargets, Packed
+from cfka_jax.eval.batches import row_blocks, take
+from cfka_jax.eval.sets import named_sets
 from cfka_jax.data.templates import ATTRIBUTES
 from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.train.step import make_eval_logits
 
 
 class FTACounts(NamedTuple):
@@ -65,30 +70,34 @@ def exact_match(generation: str, answer: str) -> bool:
     return answer.strip() in generation
 
 
-def eval_rows(num_chunks: int, batch_size: int, stride: int) -> list[slice]:
-    """Row blocks to evaluate: every block (stride 1) or the reference's every ``stride``-th block."""
-    if stride < 1 or batch_size < 1:
-        raise ValueError(f"stride and batch_size must be >= 1, got {stride}, {batch_size}")
-    return [slice(i, min(i + batch_size, num_chunks)) for i in range(0, num_chunks, batch_size * stride)]
-
-
 def fta(logits_fn, params, packed: Packed, targets: FtaTargets, *, batch_size: int = 16, stride: int = 1) -> dict:
-    """{'hFTA', 'sFTA', 'hFTA/<attr>', 'sFTA/<attr>', 'n'} of ``logits_fn(params, batch)`` on ``packed``.
-
-    Chunks are forwarded with their position ids and no attention mask, as the reference does (with segment ids
-    when the set was packed with document masking).
-    """
+    """{'hFTA', 'sFTA', 'hFTA/<attr>', 'sFTA/<attr>', 'n'} of ``logits_fn(params, batch)`` on ``packed`` (with
+    segment ids when the set was packed with document masking)."""
     counts = FTACounts(*(jnp.zeros(len(ATTRIBUTES), jnp.float32),) * 3)
-    count_fn = jax.jit(fta_counts)
     shape = packed.tokens.shape
-    masks = np.stack([targets.mask(a, shape) for a in range(len(ATTRIBUTES))]).astype(np.float32)
-    for rows in eval_rows(packed.num_chunks, batch_size, stride):
-        tokens = np.asarray(packed.tokens[rows])
-        pad = batch_size - tokens.shape[0]  # keep one compiled shape: pad the last block with ignored rows
-        batch = {"tokens": jnp.asarray(np.pad(tokens, ((0, pad), (0, 0))), jnp.int32),
-                 "positions": jnp.asarray(np.pad(packed.positions[rows], ((0, pad), (0, 0))), jnp.int32)}
+    masks_BAS = np.stack([targets.mask(a, shape) for a in range(len(ATTRIBUTES))], axis=1).astype(np.float32)
+    for block in row_blocks(packed.num_chunks, batch_size, stride=stride):
+        batch = {"tokens": jnp.asarray(take(packed.tokens, block), jnp.int32),
+                 "positions": jnp.asarray(take(packed.positions, block), jnp.int32)}
         if packed.doc_mask:
-            batch["segment_ids"] = jnp.asarray(np.pad(packed.segment_ids[rows], ((0, pad), (0, 0))), jnp.int32)
-        mask = jnp.asarray(np.pad(masks[:, rows], ((0, 0), (0, pad), (0, 0))))
-        counts = add_counts(counts, count_fn(logits_fn(params, batch), batch["tokens"], mask))
+            batch["segment_ids"] = jnp.asarray(take(packed.segment_ids, block), jnp.int32)
+        mask_ABS = jnp.asarray(np.moveaxis(take(masks_BAS, block, zero_invalid=True), 1, 0))
+        counts = add_counts(counts, _counts(logits_fn(params, batch), batch["tokens"], mask_ABS))
     return summarize(counts, ATTRIBUTES)
+
+
+_counts = jax.jit(fta_counts)
+
+
+def fta_evaluator(graphdef, rest, eval_sets: dict, *, batch_size: int = 16, stride: int = 1, compute_dtype=None):
+    """``evaluate(params, step)`` computing hFTA/sFTA on each named ``(packed, targets)`` set (``Original/sFTA``…).
+
+    Raises:
+      ValueError: no set, or a set without a single scored value occurrence.
+    """
+    for name, (_, targets) in eval_sets.items():
+        if len(targets.chunk) == 0:
+            raise ValueError(f"FTA set {name!r} has no scored value occurrence")
+    logits_fn = make_eval_logits(graphdef, rest, compute_dtype)
+    return named_sets({name: (lambda params, s=s: fta(logits_fn, params, *s, batch_size=batch_size, stride=stride))
+                       for name, s in eval_sets.items()})

@@ -1,14 +1,6 @@
 """MMLU-style multiple-choice accuracy of a causal LM on local files (the "Original" vs "Domain" split, spec §1).
 
-Inputs (nothing is downloaded):
-
-* the original MMLU CSV layout: no header, one question per row ``question, A, B, C, D, answer letter`` (any number
-  of choices from 2 to 10 is accepted); the subject is the file name ``<subject>_test.csv`` (``_dev``/``_val``
-  suffixes are stripped as well);
-* JSONL or Parquet records ``{question: str, choices: [str, ...], answer: int | letter, subject: str}`` (the layout
-  of the HF ``cais/mmlu`` Parquet files); ``subject`` defaults to the file-name rule.
-
-Prompt (the MMLU form; lm-eval-harness spacing, i.e. one space before the subject)::
+Questions come from ``data/mmlu.py`` (MMLU CSV, JSONL or Parquet files). Prompt (the MMLU form; lm-eval-harness spacing, i.e. one space before the subject)::
 
     The following are multiple choice questions (with answers) about {subject with _ → space}.\\n\\n
     [k shots, each "{question}\\nA. {choice}\\n…\\nAnswer: {letter}\\n\\n"]
@@ -27,10 +19,7 @@ overall (``All``), per named set and per subject.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import pathlib
-import re
 from collections.abc import Mapping, Sequence
 
 import jax
@@ -38,28 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from cfka_jax.data.io import iter_jsonl
+from cfka_jax.data.mmlu import LETTERS, MCQuestion
+from cfka_jax.eval.batches import right_pad, row_blocks
 from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.train.step import cast_floating
 
-LETTERS = "ABCDEFGHIJ"
 HEADER = "The following are multiple choice questions (with answers) about {}.\n\n"
-_SPLIT_SUFFIX = re.compile(r"_(test|dev|val|validation|train)$")
-
-
-@dataclasses.dataclass(frozen=True)
-class MCQuestion:
-    """One question: its text, 2–10 choices, the index of the right one and its subject."""
-
-    question: str
-    choices: tuple[str, ...]
-    answer: int
-    subject: str
-
-    def __post_init__(self):
-        if not 2 <= len(self.choices) <= len(LETTERS):
-            raise ValueError(f"need 2 to {len(LETTERS)} choices, got {len(self.choices)}")
-        if not 0 <= self.answer < len(self.choices):
-            raise ValueError(f"answer index {self.answer} out of range for {len(self.choices)} choices")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,124 +46,6 @@ class MCConfig:
     def __post_init__(self):
         if self.shots < 0 or self.batch_size < 1 or self.max_length < 8:
             raise ValueError(f"need shots >= 0, batch_size >= 1, max_length >= 8, got {self}")
-
-
-# ------------------------------------------------------------------------------------------------------ reading
-
-
-def subject_from_path(path) -> str:
-    """``abstract_algebra_test.csv`` → ``abstract_algebra``."""
-    return _SPLIT_SUFFIX.sub("", pathlib.Path(path).stem)
-
-
-def _answer_index(value, n: int, where: str) -> int:
-    if isinstance(value, str) and len(value.strip()) == 1 and value.strip().upper() in LETTERS[:n]:
-        return LETTERS.index(value.strip().upper())
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value < n:
-        return int(value)
-    raise ValueError(f"{where}: answer {value!r} is neither a letter in {LETTERS[:n]} nor an index in [0, {n})")
-
-
-def read_mc_csv(path) -> list[MCQuestion]:
-    """Questions of an MMLU CSV (no header; question, choices…, answer letter).
-
-    Raises:
-      ValueError: naming the file and 1-based row for a short row, an empty question or a bad answer.
-    """
-    subject, out = subject_from_path(path), []
-    with open(path, newline="", encoding="utf-8") as f:
-        for row_no, row in enumerate(csv.reader(f), start=1):
-            if not row:
-                continue
-            where = f"{path}, row {row_no}"
-            if len(row) < 4:
-                raise ValueError(f"{where}: expected question, >= 2 choices and an answer letter, got {len(row)} "
-                                 f"columns")
-            if not row[0].strip():
-                raise ValueError(f"{where}: empty question")
-            hint = " (MMLU CSVs have no header row)" if row_no == 1 else ""
-            try:
-                answer = _answer_index(row[-1], len(row) - 2, where)
-            except ValueError as err:
-                raise ValueError(f"{err}{hint}") from None
-            out.append(MCQuestion(row[0], tuple(row[1:-1]), answer, subject))
-    return out
-
-
-def _from_record(record, where: str, default_subject: str) -> MCQuestion:
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: expected an object, got {type(record).__name__}")
-    for key in ("question", "choices", "answer"):
-        if key not in record:
-            raise ValueError(f"{where}: missing field {key!r} (keys: {sorted(record)})")
-    question, choices, subject = record["question"], record["choices"], record.get("subject") or default_subject
-    if not isinstance(question, str) or not question.strip():
-        raise ValueError(f"{where}: field 'question' must be a non-empty string")
-    if not isinstance(subject, str):
-        raise ValueError(f"{where}: field 'subject' must be a string, got {type(subject).__name__}")
-    if not isinstance(choices, (list, tuple, np.ndarray)) or not all(isinstance(c, str) for c in choices):
-        raise ValueError(f"{where}: field 'choices' must be a list of strings")
-    if not 2 <= len(choices) <= len(LETTERS):
-        raise ValueError(f"{where}: need 2 to {len(LETTERS)} choices, got {len(choices)}")
-    return MCQuestion(question, tuple(choices), _answer_index(record["answer"], len(choices), where), subject)
-
-
-def read_mc_records(path) -> list[MCQuestion]:
-    """Questions of a JSONL (1-based line numbers in errors) or Parquet (0-based rows) file.
-
-    Raises:
-      ValueError: invalid JSON, a missing field, a wrongly typed field or a bad answer, naming file and line/row.
-    """
-    path = pathlib.Path(path)
-    default = subject_from_path(path)
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(path).to_pylist()
-        return [_from_record(r, f"{path}, row {i}", default) for i, r in enumerate(rows)]
-    return [_from_record(record, where, default) for where, record in iter_jsonl(path)]
-
-
-def read_mc(paths) -> list[MCQuestion]:
-    """Questions of ``.csv``/``.jsonl``/``.parquet`` files or folders of them (sorted), in order.
-
-    Raises:
-      ValueError: a missing path, an unknown extension, a folder without question files, or no question at all.
-    """
-    items = [paths] if isinstance(paths, (str, pathlib.Path)) else list(paths)
-    files = []
-    for item in map(pathlib.Path, items):
-        if item.is_dir():
-            found = sorted(p for p in item.rglob("*") if p.suffix in (".csv", ".jsonl", ".parquet"))
-            if not found:
-                raise ValueError(f"{item}: folder holds no .csv/.jsonl/.parquet question file")
-            files.extend(found)
-        elif not item.is_file():
-            raise ValueError(f"{item}: no such file or folder")
-        elif item.suffix not in (".csv", ".jsonl", ".parquet"):
-            raise ValueError(f"{item}: unknown question file extension {item.suffix!r} (.csv, .jsonl, .parquet)")
-        else:
-            files.append(item)
-    out = [q for f in files for q in (read_mc_csv(f) if f.suffix == ".csv" else read_mc_records(f))]
-    if not out:
-        raise ValueError(f"no questions in {[str(f) for f in files]}")
-    return out
-
-
-def split_by_subjects(questions: Sequence[MCQuestion], domain_subjects: Sequence[str], *,
-                      names: tuple[str, str] = ("Original", "Domain")) -> dict[str, list[MCQuestion]]:
-    """{names[0]: questions of other subjects, names[1]: questions of ``domain_subjects``}.
-
-    Raises:
-      ValueError: a domain subject that no question has (a typo would otherwise give an empty set).
-    """
-    present = {q.subject for q in questions}
-    missing = sorted(set(domain_subjects) - present)
-    if missing:
-        raise ValueError(f"domain subjects {missing} match no question (subjects: {sorted(present)})")
-    domain = set(domain_subjects)
-    return {names[0]: [q for q in questions if q.subject not in domain],
-            names[1]: [q for q in questions if q.subject in domain]}
 
 
 # ------------------------------------------------------------------------------------------------------ prompts
@@ -308,8 +163,7 @@ def make_choice_scorer(graphdef, rest, letter_ids: np.ndarray, compute_dtype=Non
     def score(params, tokens_BS: Int[Array, "B S"], mask_BS: Int[Array, "B S"],
               last_B: Int[Array, " B"]) -> Float[Array, "B C"]:
         if compute_dtype is not None:
-            params = jax.tree.map(lambda p: p.astype(compute_dtype) if jnp.issubdtype(p.dtype, jnp.floating)
-                                  else p, params)
+            params = cast_floating(params, compute_dtype)
         return last_logits(graphdef, params, rest, tokens_BS, mask_BS, last_B)[:, ids_C]
 
     return jax.jit(score)
@@ -320,22 +174,17 @@ def _bucket(n: int, cap: int) -> int:
 
 
 def choice_logits(score, params, enc: EncodedMC, *, batch_size: int, pad_id: int, max_length: int) -> np.ndarray:
-    """Letter logits (n, C) of every prompt: longest first, right-padded batches, a fixed batch size (the last batch
-    is filled with copies of its first row) and power-of-two lengths, so few shapes compile."""
+    """Letter logits (n, C) of every prompt: longest first, fixed-size right-padded blocks (``eval/batches.py``)
+    and power-of-two lengths, so few shapes compile."""
     lengths = np.array([len(t) for t in enc.tokens])
-    order = np.argsort(-lengths, kind="stable")
-    out = [None] * len(order)
-    for lo in range(0, len(order), batch_size):
-        rows = list(order[lo:lo + batch_size])
-        rows += [rows[0]] * (batch_size - len(rows))
-        width = _bucket(int(lengths[rows].max()), max_length)
-        tokens = np.full((batch_size, width), pad_id, np.int32)
-        mask = np.zeros((batch_size, width), np.int32)
-        for r, i in enumerate(rows):
-            tokens[r, :lengths[i]], mask[r, :lengths[i]] = enc.tokens[i], 1
-        logits = np.asarray(score(params, jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(lengths[rows] - 1)))
-        for r, i in enumerate(rows[:min(batch_size, len(order) - lo)]):
-            out[i] = logits[r]
+    out = [None] * len(lengths)
+    for block in row_blocks(len(lengths), batch_size, order=np.argsort(-lengths, kind="stable")):
+        width = _bucket(int(lengths[block.rows].max()), max_length)
+        tokens, lens = right_pad(enc.tokens, block.rows, width=width, pad_id=pad_id)
+        mask = (np.arange(width)[None, :] < lens[:, None]).astype(np.int32)
+        logits = np.asarray(score(params, jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(lens - 1)))
+        for r in np.flatnonzero(block.valid):
+            out[block.rows[r]] = logits[r]
     return np.stack(out)
 
 

@@ -5,8 +5,12 @@ shards it names. Tensors are read and written as numpy arrays (``safetensors.num
 
 The engine maps HF keys to NNX parameter paths through a declarative table of :class:`Rule` s. Each rule names
 a transform from the family's registry (a pair of numpy functions, HF -> NNX and NNX -> HF). Loading collects
-*every* problem (unused HF keys, unfilled parameters, shape mismatches) and raises one
-:class:`ConversionError`. Export runs the same table backwards.
+*every* problem (unused HF keys, unfilled parameters, shape mismatches, integer or boolean tensors for float
+parameters) and raises one :class:`ConversionError`. Export runs the same table backwards.
+
+Reading fails loudly as well: a missing folder, an unreadable ``config.json`` or index, an index without a valid
+``weight_map`` or naming absent shards, and an empty, truncated or garbage ``.safetensors`` file each raise an
+error naming the file (and key); tensors holding NaN or Inf load with a :class:`NonFiniteWeightsWarning` naming them.
 """
 
 from __future__ import annotations
@@ -15,13 +19,18 @@ import dataclasses
 import json
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import flax.nnx as nnx
 import jax.numpy as jnp
 import numpy as np
+from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
+
+from cfka_jax import jsonio
+from cfka_jax.trees import flatten_mapping, nest
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -42,37 +51,110 @@ class ConversionError(ValueError):
 # ---------------------------------------------------------------------------------------------------- folder I/O
 
 
+class NonFiniteWeightsWarning(RuntimeWarning):
+    """A checkpoint file holds NaN or Inf values (the model would load and compute garbage)."""
+
+
+def model_folder(path: str | os.PathLike) -> str:
+    """``path`` as a string, checked to be an existing folder (so that nothing falls back to a Hub repo id).
+
+    Raises:
+      FileNotFoundError: ``path`` does not exist.
+      NotADirectoryError: ``path`` is a file.
+    """
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        raise FileNotFoundError(f"{name}: no such model folder")
+    if not os.path.isdir(name):
+        raise NotADirectoryError(f"{name}: not a folder (a model folder holds {CONFIG_FILE} and {WEIGHTS_FILE})")
+    return name
+
+
 def read_config(path: str | os.PathLike) -> dict[str, Any]:
-    """The parsed ``config.json`` of a checkpoint folder."""
-    with open(os.path.join(path, CONFIG_FILE)) as f:
-        return json.load(f)
+    """The parsed ``config.json`` of a checkpoint folder.
+
+    Raises:
+      FileNotFoundError / NotADirectoryError: no such folder, or no ``config.json`` in it.
+      ValueError: invalid UTF-8 or JSON, or a top level that is not an object; names the file and line.
+    """
+    folder = model_folder(path)
+    file = os.path.join(folder, CONFIG_FILE)
+    if not os.path.isfile(file):
+        raise FileNotFoundError(f"{folder}: no {CONFIG_FILE} (not a Hugging Face model folder)")
+    return jsonio.read_json_object(file, "a JSON object of model settings")
+
+
+def _read_index(index_path: str) -> dict[str, str]:
+    """The ``weight_map`` of a sharded index, checked: an object of tensor name -> shard file in the same folder."""
+    index = jsonio.read_json_object(index_path, 'an object with a "weight_map"')
+    if "weight_map" not in index:
+        raise ValueError(f"{index_path}: missing key 'weight_map' (keys: {sorted(index)})")
+    weight_map = index["weight_map"]
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{index_path}: key 'weight_map' must be a non-empty object of tensor name -> shard file, "
+                         f"got {weight_map!r:.80}")
+    for key, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard or os.path.basename(shard) != shard or shard in (".", ".."):
+            raise ValueError(f"{index_path}: key 'weight_map.{key}' must name a shard file in the same folder, "
+                             f"got {shard!r:.80}")
+    folder = os.path.dirname(index_path)
+    missing = sorted(s for s in set(weight_map.values()) if not os.path.isfile(os.path.join(folder, s)))
+    if missing:
+        raise FileNotFoundError(f"{index_path}: key 'weight_map' names missing shard file(s): {', '.join(missing)}")
+    return weight_map
+
+
+def read_safetensors(file: str) -> dict[str, np.ndarray]:
+    """All tensors of one ``.safetensors`` file as numpy arrays; warns (:class:`NonFiniteWeightsWarning`) naming
+    every tensor that holds NaN or Inf.
+
+    Raises:
+      ValueError: an empty, truncated or otherwise unreadable file, naming it.
+    """
+    try:
+        tensors = load_file(file)
+    except (SafetensorError, ValueError, TypeError) as e:
+        raise ValueError(f"{file}: not a readable safetensors file ({e})") from None
+    bad = []
+    for key in sorted(tensors):
+        arr = tensors[key]
+        if jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.complexfloating):
+            n = arr.size - int(np.count_nonzero(np.isfinite(arr)))
+            if n:
+                bad.append(f"{key} ({n} of {arr.size})")
+    if bad:
+        shown = ", ".join(bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
+        warnings.warn(f"{file}: {len(bad)} tensor(s) hold NaN or Inf values: {shown}", NonFiniteWeightsWarning,
+                      stacklevel=3)
+    return tensors
 
 
 def read_tensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """All tensors of a folder as numpy arrays, from one file or from a sharded index.
+    """All tensors of a folder as numpy arrays, from one file or from a sharded index (see :func:`read_safetensors`).
 
     Raises:
-        FileNotFoundError: neither ``model.safetensors`` nor an index is present.
+        FileNotFoundError: the folder, or both ``model.safetensors`` and an index, or a shard the index names.
+        ValueError: an unreadable file or an index without a valid ``weight_map`` (names the file and key).
         ConversionError: a shard lacks keys its index assigns to it, or holds keys the index does not list.
     """
-    index_path = os.path.join(path, INDEX_FILE)
+    folder = model_folder(path)
+    index_path = os.path.join(folder, INDEX_FILE)
     if not os.path.exists(index_path):
-        single = os.path.join(path, WEIGHTS_FILE)
+        single = os.path.join(folder, WEIGHTS_FILE)
         if not os.path.exists(single):
-            raise FileNotFoundError(f"no {WEIGHTS_FILE} or {INDEX_FILE} in {path}")
-        return load_file(single)
-    with open(index_path) as f:
-        weight_map: dict[str, str] = json.load(f)["weight_map"]
+            raise FileNotFoundError(f"{folder}: no {WEIGHTS_FILE} or {INDEX_FILE}")
+        return read_safetensors(single)
+    weight_map = _read_index(index_path)
     tensors: dict[str, np.ndarray] = {}
     problems = []
     for shard in sorted(set(weight_map.values())):
-        part = load_file(os.path.join(path, shard))
+        part = read_safetensors(os.path.join(folder, shard))
         listed = {k for k, v in weight_map.items() if v == shard}
         problems += [f"{k}: listed for {shard} but absent" for k in sorted(listed - part.keys())]
         problems += [f"{k}: in {shard} but not in the index" for k in sorted(part.keys() - listed)]
         tensors.update(part)
     if problems:
-        raise ConversionError(f"inconsistent sharded checkpoint {path}:\n  " + "\n  ".join(problems))
+        raise ConversionError(f"inconsistent sharded checkpoint {index_path}:\n  " + "\n  ".join(problems))
     return tensors
 
 
@@ -124,33 +206,16 @@ def _plan(rules: list[Rule], num_layers: int, scan: bool) -> dict[str, _Slot]:
     return plan
 
 
-def _flatten(tree: Mapping, prefix: Path = ()) -> dict[Path, Any]:
-    flat = {}
-    for k, v in tree.items():
-        if isinstance(v, Mapping):
-            flat.update(_flatten(v, prefix + (k,)))
-        else:
-            flat[prefix + (k,)] = v
-    return flat
-
-
-def _unflatten(flat: Mapping[Path, Any]) -> dict:
-    tree: dict = {}
-    for path, v in flat.items():
-        node = tree
-        for k in path[:-1]:
-            node = node.setdefault(k, {})
-        node[path[-1]] = v
-    return tree
-
-
 def _dotted(path: Path) -> str:
     return ".".join(str(p) for p in path)
 
 
 def _to_nnx(key: str, arr: np.ndarray, slot: _Slot, spec, transforms: Mapping[str, Transform]):
-    """``(value, None)`` with the transformed, dtype-cast tensor, or ``(None, message)`` on a shape mismatch."""
+    """``(value, None)`` with the transformed, dtype-cast tensor, or ``(None, message)`` on a shape mismatch or a
+    non-float tensor for a float parameter (integer and boolean weights are never cast silently)."""
     want = tuple(spec.shape if slot.layer is None else spec.shape[1:])
+    if jnp.issubdtype(spec.dtype, jnp.floating) and not jnp.issubdtype(arr.dtype, jnp.floating):
+        return None, f"{key}: dtype {arr.dtype}, expected a floating-point tensor for {_dotted(slot.path)}"
     try:
         value = np.asarray(transforms[slot.transform][0](arr))
     except (ValueError, IndexError) as e:
@@ -178,10 +243,10 @@ def load_into(
             ``check(array, tensors)`` returns None; otherwise its message is reported with the unused keys.
 
     Raises:
-        ConversionError: listing every unused HF key, unfilled parameter and shape mismatch at once.
+        ConversionError: listing every unused HF key, unfilled parameter and shape or dtype mismatch at once.
     """
     graphdef, state = nnx.split(abstract_model)
-    target = _flatten(nnx.to_pure_dict(state))
+    target = flatten_mapping(nnx.to_pure_dict(state))
     plan = _plan(rules, num_layers, scan)
     unused, mismatched, pieces = [], [], {}
     for key in sorted(tensors):
@@ -207,7 +272,7 @@ def load_into(
             filled[path] = jnp.asarray(pieces[(path, None)])
         else:
             filled[path] = jnp.asarray(np.stack([pieces[(path, i)] for i in range(num_layers)]))
-    nnx.replace_by_pure_dict(state, _unflatten(filled))
+    nnx.replace_by_pure_dict(state, nest(filled))
     return nnx.merge(graphdef, state)
 
 
@@ -235,7 +300,8 @@ def equals(expected: np.ndarray) -> Callable[[np.ndarray, Mapping[str, np.ndarra
 
 def _report(unused: list[str], unfilled: list[str], mismatched: list[str]) -> str:
     lines = ["checkpoint does not match the model:"]
-    sections = (("unused HF keys", unused), ("unfilled parameters", unfilled), ("shape mismatches", mismatched))
+    sections = (("unused HF keys", unused), ("unfilled parameters", unfilled),
+                ("shape and dtype mismatches", mismatched))
     for title, items in sections:
         if items:
             lines.append(f"{title} ({len(items)}):")
@@ -251,7 +317,7 @@ def export_from(
     Raises:
         ConversionError: a parameter is not covered by any rule (it would be silently dropped).
     """
-    flat = _flatten(nnx.to_pure_dict(nnx.state(model)))
+    flat = flatten_mapping(nnx.to_pure_dict(nnx.state(model)))
     plan = _plan(rules, num_layers, scan)
     uncovered = sorted(_dotted(p) for p in flat if p not in {s.path for s in plan.values()})
     if uncovered:

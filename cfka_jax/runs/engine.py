@@ -1,63 +1,117 @@
-"""PT/CPT recipes: glue between a model, a batch source, the optimiser, the train step and the loop.
+"""From a model to a finished run folder: the optimiser, the jitted step, the loop and the final record.
 
-    state, params = train_lm(model, batcher, opt=..., loop=..., out_dir=..., evaluate=..., penalty=..., trainable=...)
+    run = train_lm(model, batch_at, opt=..., loop=..., folder=RunFolder(out), evaluate_factory=..., penalty=...)
+    final = finish_run(folder, evaluate, run, extra={...})
 
 The model is split once (``nnx.split(model, nnx.Param, ...)``); everything after that works on the pure ``params``
-pytree (convention 5). ``evaluate(params, step)`` returns a flat dict of metrics recorded in the run's JSONL.
+pytree (convention 5). ``evaluate_factory(graphdef, rest)`` returns ``evaluate(params, step) -> dict``, recorded
+in the run's metrics log. Results stay in memory: :class:`TrainedRun` holds the final state and the whole metrics
+history (records written before a resume included), so nothing is read back from disk to report a run.
 """
 
 from __future__ import annotations
 
-import pathlib
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
+import jax
+import jax.numpy as jnp
 from flax import nnx
 
-from cfka_jax.eval.fta import fta
-from cfka_jax.train.optim import OptimConfig, make_optimizer
-from cfka_jax.train.step import TrainState, init_state, make_eval_logits, make_train_step, master_params
+from cfka_jax.runs.folder import RunFolder
 from cfka_jax.train.loop import LoopConfig, run_loop
+from cfka_jax.train.optim import OptimConfig, make_optimizer
+from cfka_jax.train.step import TrainState, init_state, make_train_step, master_params, token_nll_loss
 
 
-def fta_evaluator(graphdef, rest, eval_sets: dict, *, batch_size: int = 16, stride: int = 1,
-                  compute_dtype=None) -> Callable:
-    """``evaluate(params, step)`` computing hFTA/sFTA on each named ``(packed, targets)`` set.
+@dataclasses.dataclass(frozen=True)
+class TrainedRun:
+    """A finished (or resumed-and-finished) training run, in memory."""
 
-    Keys are ``<set>/<metric>``, e.g. ``Original/sFTA``.
-    """
-    logits_fn = make_eval_logits(graphdef, rest, compute_dtype)
+    state: TrainState
+    graphdef: Any
+    rest: Any
+    history: list[dict]
 
-    def evaluate(params, step):
-        out = {}
-        for name, (packed, targets) in eval_sets.items():
-            res = fta(logits_fn, params, packed, targets, batch_size=batch_size, stride=stride)
-            out.update({f"{name}/{k}": v for k, v in res.items()})
-        return out
+    @property
+    def params(self):
+        return self.state.params
 
-    return evaluate
+    @property
+    def step(self) -> int:
+        return int(self.state.step)
+
+    def evals(self) -> list[dict]:
+        """The eval records, in step order."""
+        return [r for r in self.history if r.get("kind") == "eval"]
+
+    def eval_at(self, step: int) -> dict:
+        """The metrics of the last eval record at ``step`` ({} if none)."""
+        found = [r for r in self.evals() if r["step"] == step]
+        return {k: v for k, v in found[-1].items() if k not in ("kind", "step")} if found else {}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What a recipe returns: the final metrics (as in ``final.json``), the metrics history and the model."""
+
+    final: dict
+    history: list[dict]
+    params: Any
+    graphdef: Any
+    rest: Any
+
+    def model(self) -> nnx.Module:
+        """The trained model (float32 master parameters merged into the architecture)."""
+        return nnx.merge(self.graphdef, self.params, self.rest)
 
 
 def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimConfig, loop: LoopConfig,
-             out_dir: pathlib.Path, evaluate_factory: Callable | None = None, penalty=None,
-             trainable=None, compute_dtype=None) -> tuple[TrainState, object, object]:
-    """Trains ``model`` (resuming from ``out_dir/checkpoints``) and returns (state, graphdef, rest).
+             folder: RunFolder, evaluate_factory: Callable | None = None, penalty=None, penalty_args=None,
+             loss_fn=token_nll_loss, trainable=None, compute_dtype=None) -> TrainedRun:
+    """Trains ``model`` (resuming from ``folder``'s checkpoints) and returns the run in memory.
 
     Args:
       model: the NNX model holding the initial parameters.
       batch_at: step → batch (deterministic).
       opt, loop: optimiser and loop settings.
-      out_dir: run folder.
+      folder: the run folder (metrics log, checkpoints).
       evaluate_factory: ``(graphdef, rest) → evaluate(params, step)``, or None.
-      penalty: ``params → scalar`` added to the loss (EWC), or None.
+      penalty, penalty_args: ``penalty(params, penalty_args) → scalar`` added to the loss (EWC), or None; the
+        operands are passed to the jitted step as arguments.
+      loss_fn: ``(logits_BSV, batch) → (loss, count)`` (``train/step.py``).
       trainable: ``params → pytree of bools`` (False = frozen), or None.
       compute_dtype: mixed precision (e.g. bfloat16 for a bf16-config model): float32 master parameters, the
         forward/backward pass in ``compute_dtype``, float32 loss (``train/step.py``).
     """
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    params = jax.tree.map(jnp.copy, params)  # the step donates its state; the caller's arrays stay valid
     if compute_dtype is not None:
         params = master_params(params)
     tx = make_optimizer(opt, trainable(params) if trainable is not None else None)
-    step = make_train_step(graphdef, rest, tx, penalty=penalty, compute_dtype=compute_dtype)
+    step = make_train_step(graphdef, rest, tx, penalty=penalty, loss_fn=loss_fn, compute_dtype=compute_dtype)
+    step_fn = step if penalty is None else (lambda state, batch: step(state, batch, penalty_args))
     evaluate = evaluate_factory(graphdef, rest) if evaluate_factory is not None else None
-    state = run_loop(init_state(params, tx), step, batch_at, cfg=loop, out_dir=out_dir, evaluate=evaluate)
-    return state, graphdef, rest
+    done = run_loop(init_state(params, tx), step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate)
+    return TrainedRun(done.state, graphdef, rest, done.history)
+
+
+def best_step(history: list[dict], key: str) -> dict:
+    """The eval record with the highest ``key`` (the reference reports the best-hFTA step, decision #13)."""
+    evals = [r for r in history if r.get("kind") == "eval" and key in r]
+    if not evals:
+        return {}
+    best = max(evals, key=lambda r: r[key])
+    return {f"best[{key}]/{k}": v for k, v in best.items() if k == "step" or (k.count("/") == 1 and "FTA" in k)}
+
+
+def finish_run(folder: RunFolder, evaluate, run: TrainedRun, extra: dict,
+               best_keys: tuple[str, ...] = ("Original/hFTA", "Continual/hFTA")) -> RunResult:
+    """Write ``final.json``: the final step's evaluation (from the history, or evaluated now when the loop had it
+    from an earlier process), ``extra`` and the best-step records of ``best_keys``."""
+    last = run.eval_at(run.step)
+    final = {"step": run.step, **(last if last else evaluate(run.params, run.step)), **extra}
+    for key in best_keys:
+        final.update(best_step(run.history, key))
+    folder.write_final(final)
+    return RunResult(final, run.history, run.params, run.graphdef, run.rest)

@@ -1,4 +1,5 @@
-"""Orbax save/restore of NNX state (parameters, optimizer state) plus the step counter.
+"""The one checkpoint module: orbax save/restore of any pytree (parameters, optimiser state, NNX state) plus the
+step counter, strict metadata checks, and numbered checkpoint folders for training runs.
 
 Any pytree of arrays is stored: an ``nnx.State`` of a model, the state of an ``nnx.Optimizer``, a
 ``(params, opt_state, step)`` tuple of a pure train step. The tree is written as a nested dict of its key paths
@@ -12,13 +13,18 @@ is read back into the structure of an *abstract* target::
 Before reading any array, the checkpoint's metadata is compared with the target, and a missing or malformed
 checkpoint raises :class:`CheckpointError` naming the path and every missing, unexpected or mis-shaped entry.
 :func:`save_train_state` / :func:`restore_train_state` wrap this for a model and an optional ``nnx.Optimizer``
-(restored in place with ``nnx.update``).
+(restored in place with ``nnx.update``). :class:`CheckpointDir` keeps a run's numbered checkpoints
+(``<dir>/<step>/``, the newest ``keep``), restores the newest *intact* one (falling back past unreadable ones with
+a warning; a checkpoint that is readable but of another structure is an error, never skipped) and is what the
+training loop uses; a finished pre-training run exports its parameters alone with :func:`save` (``params/``).
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
+import shutil
+import warnings
 from typing import Any
 
 import flax.nnx as nnx
@@ -27,11 +33,17 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from cfka_jax.trees import flatten_mapping, nest
+
 Path = tuple[str, ...]
 
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, unreadable or does not match the target structure."""
+
+
+class CheckpointUnreadable(CheckpointError):
+    """A checkpoint folder that cannot be read (truncated, corrupted, not a checkpoint)."""
 
 
 def _part(key: Any) -> str:
@@ -47,25 +59,6 @@ def _flatten(tree: Any) -> tuple[dict[Path, Any], Any, list[Path]]:
     if len(flat) != len(leaves):
         raise CheckpointError("two leaves of the tree map to the same checkpoint key")
     return flat, treedef, [tuple(_part(k) for k in path) for path, _ in leaves]
-
-
-def _nest(flat: dict[Path, Any]) -> dict:
-    tree: dict = {}
-    for path, value in flat.items():
-        node = tree
-        for k in path[:-1]:
-            node = node.setdefault(k, {})
-        node[path[-1]] = value
-    return tree
-
-
-def _unnest(tree: Any, prefix: Path = ()) -> dict[Path, Any]:
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    flat = {}
-    for k, v in tree.items():
-        flat.update(_unnest(v, prefix + (str(k),)))
-    return flat
 
 
 def _default_sharding() -> jax.sharding.Sharding:
@@ -99,16 +92,17 @@ def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = Fa
     ``force``). Returns the absolute path. Blocks until the write has finished."""
     path = pathlib.Path(directory).absolute()
     flat, _, _ = _flatten(tree)
-    item = {"state": _nest({p: _storable(v) for p, v in flat.items()}), "step": jnp.asarray(step, jnp.int32)}
+    item = {"state": nest({p: _storable(v) for p, v in flat.items()}), "step": jnp.asarray(step, jnp.int32)}
     ckptr = ocp.StandardCheckpointer()
     ckptr.save(path, item, force=force)
     ckptr.wait_until_finished()
     return path
 
 
-def _check(path: pathlib.Path, stored: dict[Path, Any], target: dict[Path, jax.ShapeDtypeStruct]) -> None:
+def _check(path: pathlib.Path, stored: dict[Path, Any], target: dict[Path, jax.ShapeDtypeStruct],
+           partial: bool = False) -> None:
     missing = sorted(".".join(p) for p in target if p not in stored)
-    unexpected = sorted(".".join(p) for p in stored if p not in target)
+    unexpected = [] if partial else sorted(".".join(p) for p in stored if p not in target)
     mismatched = [
         f"{'.'.join(p)}: stored {tuple(stored[p].shape)} {stored[p].dtype}, expected {t.shape} {t.dtype}"
         for p, t in target.items()
@@ -122,11 +116,13 @@ def _check(path: pathlib.Path, stored: dict[Path, Any], target: dict[Path, jax.S
         raise CheckpointError("\n".join(lines))
 
 
-def restore(directory: str | os.PathLike, abstract: Any) -> tuple[Any, int]:
+def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ...] = ()) -> tuple[Any, int]:
     """Read a checkpoint written by :func:`save` into the structure of ``abstract``.
 
     Args:
         abstract: the target pytree; leaves may be ``jax.ShapeDtypeStruct`` (``nnx.eval_shape``) or arrays.
+        under: read only the subtree at this key path (e.g. ``("params",)`` of a saved ``TrainState``); the rest
+            of the checkpoint is not read.
 
     Returns:
         ``(tree, step)`` with ``tree`` structured like ``abstract``.
@@ -137,27 +133,36 @@ def restore(directory: str | os.PathLike, abstract: Any) -> tuple[Any, int]:
     """
     path = pathlib.Path(directory).absolute()
     if not path.is_dir():
-        raise CheckpointError(f"no checkpoint at {path}")
+        raise CheckpointUnreadable(f"no checkpoint at {path}")
     ckptr = ocp.StandardCheckpointer()
     try:
-        meta = ckptr.metadata(path).item_metadata.tree
-        stored = _unnest(meta["state"])
+        meta = ckptr.metadata(path).item_metadata.tree  # type: ignore[union-attr]
+        stored = flatten_mapping(meta["state"])
     except Exception as e:  # orbax raises several types for unreadable folders
-        raise CheckpointError(f"checkpoint {path} is malformed or unreadable: {type(e).__name__}: {e}") from e
+        raise CheckpointUnreadable(f"checkpoint {path} is malformed or unreadable: {type(e).__name__}: {e}") from e
     flat, treedef, order = _flatten(abstract)
-    target = {p: _abstract(jax.eval_shape(_storable, leaf) if _is_key(leaf) else leaf) for p, leaf in flat.items()}
-    _check(path, stored, target)
-    item = {"state": _nest(target), "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=_default_sharding())}
+    target = {under + p: _abstract(jax.eval_shape(_storable, leaf) if _is_key(leaf) else leaf)
+              for p, leaf in flat.items()}
+    _check(path, stored, target, partial=bool(under))
+    item = {"state": nest(target), "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=_default_sharding())}
     try:
-        restored = ckptr.restore(path, item)
-    except Exception as e:
-        raise CheckpointError(f"checkpoint {path} could not be read: {type(e).__name__}: {e}") from e
-    values = _unnest(restored["state"])
+        restored = _read(path, item, partial=bool(under))
+    except Exception as e:  # orbax/tensorstore raise several types for damaged array files
+        raise CheckpointUnreadable(f"checkpoint {path} could not be read: {type(e).__name__}: {e}") from e
+    values = flatten_mapping(restored["state"])
     leaves = [
-        jax.random.wrap_key_data(values[p], impl=_key_impl(flat[p])) if _is_key(flat[p]) else values[p]
+        jax.random.wrap_key_data(values[under + p], impl=_key_impl(flat[p])) if _is_key(flat[p]) else values[under + p]
         for p in order
     ]
     return jax.tree_util.tree_unflatten(treedef, leaves), int(restored["step"])
+
+
+def _read(path: pathlib.Path, item: dict, partial: bool) -> dict:
+    if not partial:
+        return ocp.StandardCheckpointer().restore(path, item)
+    args = ocp.args.PyTreeRestore(item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item),
+                                  partial_restore=True)
+    return ocp.Checkpointer(ocp.PyTreeCheckpointHandler()).restore(path, args=args)
 
 
 # ------------------------------------------------------------------------------------------- model + optimizer
@@ -191,3 +196,58 @@ def restore_train_state(
     if optimizer is not None:
         nnx.update(optimizer, tree["optimizer"])
     return step
+
+
+# ------------------------------------------------------------------------------------------ numbered checkpoints
+
+
+class CheckpointDir:
+    """A training run's checkpoints: ``<directory>/<step>/``, each written by :func:`save`, the newest ``keep``
+    kept. A write goes to a temporary folder that orbax renames when complete, so a killed write leaves no
+    numbered folder behind."""
+
+    def __init__(self, directory: str | os.PathLike, keep: int = 2):
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self.directory, self.keep = pathlib.Path(directory).absolute(), keep
+
+    def steps(self) -> list[int]:
+        """Steps of the complete checkpoints, ascending."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.directory.iterdir() if p.is_dir() and p.name.isdigit())
+
+    def latest_step(self) -> int | None:
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def save(self, step: int, tree: Any) -> pathlib.Path:
+        """Write ``tree`` at ``step`` (replacing an existing checkpoint of that step), then prune old ones."""
+        path = save(self.directory / str(step), tree, step=step, force=True)
+        for old in self.steps()[:-self.keep]:
+            shutil.rmtree(self.directory / str(old), ignore_errors=True)
+        return path
+
+    def restore_latest(self, abstract: Any, *, under: tuple[str, ...] = ()) -> tuple[Any, int] | None:
+        """``(tree, step)`` of the newest intact checkpoint (its subtree at ``under``), or None when there is none.
+
+        An unreadable checkpoint is skipped with a warning naming it; if none is intact, one error lists them.
+
+        Raises:
+          CheckpointError: a readable checkpoint of another structure (named, with every difference), or every
+            checkpoint unreadable.
+        """
+        steps, damaged = self.steps(), []
+        for step in reversed(steps):
+            try:
+                tree, _ = restore(self.directory / str(step), abstract, under=under)
+            except CheckpointUnreadable as err:
+                damaged.append(str(err).splitlines()[0])
+                continue
+            if damaged:
+                warnings.warn(f"skipped unreadable checkpoint(s), resuming from step {step}: " + "; ".join(damaged),
+                              stacklevel=2)
+            return tree, step
+        if damaged:
+            raise CheckpointError("no intact checkpoint in " f"{self.directory}: " + "; ".join(damaged))
+        return None

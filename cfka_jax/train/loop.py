@@ -1,30 +1,31 @@
-"""The training loop shell: metrics to JSONL, progress bar, orbax checkpoints, resume, non-finite guard.
+"""The training loop shell: metrics log, progress bar, checkpoints, resume, non-finite guard.
 
 The loop is deterministic given the step: ``batch_at(t)`` must be a pure function of t (the data layer derives
 each epoch's order from (seed, epoch)), so a run resumed from the checkpoint at step t reproduces the
-uninterrupted run exactly on CPU. Checkpoints hold the whole ``TrainState`` (params, optimiser state, step).
-A non-finite loss or gradient stops the run with ``NonFiniteError``; the step function has already kept the
-previous state, and the last good checkpoint on disk is left untouched.
+uninterrupted run exactly on CPU. Checkpoints (``train/checkpoint.CheckpointDir``) hold the whole ``TrainState``
+(params, optimiser state, step). On resume from step t the metrics log drops records after t, so a resumed log
+holds every step once. A non-finite loss, gradient or updated state stops the run with ``NonFiniteError``; the
+step function has already kept the previous state, and the last good checkpoint on disk is left untouched.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
-import jax
 import numpy as np
-import orbax.checkpoint as ocp
 from tqdm.auto import tqdm
 
+from cfka_jax.train.checkpoint import CheckpointDir
 from cfka_jax.train.step import TrainState
 
 
 class NonFiniteError(RuntimeError):
-    """Raised when a training step produced a NaN/Inf loss or gradient."""
+    """Raised when a training step produced a NaN/Inf loss, gradient or parameter."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,77 +41,105 @@ class LoopConfig:
     progress: bool = True
 
     def __post_init__(self):
-        if self.steps < 0 or self.log_every < 1 or self.eval_every < 0 or self.ckpt_every < 0:
-            raise ValueError(f"invalid loop cadence {self}")
+        bad = {k: v for k, v in dataclasses.asdict(self).items() if k != "progress" and (
+            not isinstance(v, int) or isinstance(v, bool))}
+        if bad:
+            raise ValueError(f"loop cadence fields must be integers, got {bad}")
+        if self.steps < 0 or self.log_every < 1 or self.eval_every < 0 or self.ckpt_every < 0 \
+                or self.keep_checkpoints < 1:
+            raise ValueError(f"invalid loop cadence {self}: need steps >= 0, log_every >= 1, eval_every >= 0, "
+                             f"ckpt_every >= 0, keep_checkpoints >= 1")
 
 
 def _jsonable(metrics: dict) -> dict:
     return {k: (float(v) if np.ndim(v) == 0 else np.asarray(v).tolist()) for k, v in metrics.items()}
 
 
-class JsonlWriter:
-    """Appends one JSON object per line to ``path``."""
+class MetricsLog:
+    """A run's ``metrics.jsonl``: one JSON object per line (``kind`` = ``train`` | ``eval``, ``step``, metrics).
 
-    def __init__(self, path: pathlib.Path):
+    The one writer and reader of the file. ``truncate_after(t)`` drops the records of steps after t (written
+    after the checkpoint a run resumes from), rewriting the file atomically.
+    """
+
+    def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, record: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
 
+    def records(self) -> list[dict]:
+        """Every record, in file order (a torn last line from a killed write is ignored)."""
+        if not self.path.exists():
+            return []
+        lines = self.path.read_text().splitlines()
+        out = []
+        for i, line in enumerate(lines):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                if i == len(lines) - 1:
+                    break
+                raise ValueError(f"{self.path}, line {i + 1}: invalid JSON ({err.msg})") from None
+        return out
 
-def checkpoint_manager(ckpt_dir: pathlib.Path, keep: int) -> ocp.CheckpointManager:
-    options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
-    return ocp.CheckpointManager(pathlib.Path(ckpt_dir).absolute(), options=options)
+    def truncate_after(self, step: int) -> None:
+        records = self.records()
+        keep = [r for r in records if int(r.get("step", 0)) <= step]
+        if len(keep) != len(records) or (self.path.exists() and not self.path.read_text().endswith("\n")):
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+            tmp.replace(self.path)
+
+    def evals(self) -> list[dict]:
+        return [r for r in self.records() if r.get("kind") == "eval"]
 
 
-def restore_latest(manager: ocp.CheckpointManager, state: TrainState) -> TrainState:
-    """The latest checkpoint restored into the structure of ``state``, or ``state`` itself when there is none.
+class LoopResult(NamedTuple):
+    """The final state and the run's whole metrics history (records from before a resume included)."""
 
-    Raises:
-      ValueError: naming the checkpoint folder when it exists but does not match the state's structure.
-    """
-    step = manager.latest_step()
-    if step is None:
-        return state
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
-    try:
-        restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
-    except Exception as err:  # orbax raises several types; name the folder and re-raise as one
-        raise ValueError(f"checkpoint {manager.directory / str(step)} does not match the train state: {err}") from err
-    return TrainState(*restored) if not isinstance(restored, TrainState) else restored
+    state: TrainState
+    history: list[dict]
+
+
+def restore_state(ckpts: CheckpointDir, state: TrainState) -> TrainState:
+    """The newest intact checkpoint restored into the structure of ``state``, or ``state`` when there is none."""
+    found = ckpts.restore_latest(state)  # only the structure, shapes and dtypes of ``state`` are used
+    return state if found is None else TrainState(*found[0])
 
 
 def run_loop(state: TrainState, step_fn: Callable, batch_at: Callable[[int], dict], *, cfg: LoopConfig,
-             out_dir: pathlib.Path, evaluate: Callable[[object, int], dict] | None = None) -> TrainState:
-    """Trains from the latest checkpoint in ``out_dir/checkpoints`` (or from ``state``) up to ``cfg.steps``.
+             out_dir: pathlib.Path, evaluate: Callable[[object, int], dict] | None = None) -> LoopResult:
+    """Trains from the newest checkpoint in ``out_dir/checkpoints`` (or from ``state``) up to ``cfg.steps``.
 
     Writes ``out_dir/metrics.jsonl`` (train records every ``log_every`` steps, eval records) and checkpoints.
     """
     out_dir = pathlib.Path(out_dir)
-    manager = checkpoint_manager(out_dir / "checkpoints", cfg.keep_checkpoints)
-    state = restore_latest(manager, state)
-    log = JsonlWriter(out_dir / "metrics.jsonl")
-    start = int(state.step)
-    if evaluate is not None and start == 0:
-        log.write({"kind": "eval", "step": 0, **_jsonable(evaluate(state.params, 0))})
+    ckpts = CheckpointDir(out_dir / "checkpoints", cfg.keep_checkpoints)
+    state = restore_state(ckpts, state)
+    log, start = MetricsLog(out_dir / "metrics.jsonl"), int(state.step)
+    log.truncate_after(start)
+    history = log.records()
+    record = lambda r: (log.write(r), history.append(r))  # noqa: E731
+    if evaluate is not None and start == 0 and not any(r.get("kind") == "eval" for r in history):
+        record({"kind": "eval", "step": 0, **_jsonable(evaluate(state.params, 0))})
     bar = tqdm(total=cfg.steps, initial=start, disable=not cfg.progress, desc=out_dir.name)
     t0 = time.perf_counter()
     for t in range(start, cfg.steps):
         state, metrics = step_fn(state, batch_at(t))
         if not bool(metrics["finite"]):
-            manager.wait_until_finished()
-            raise NonFiniteError(f"non-finite loss/gradient at step {t} (loss={float(metrics['loss'])}); the run "
-                                 f"stopped, last good checkpoint: step {manager.latest_step()} in {manager.directory}")
+            raise NonFiniteError(f"non-finite loss/gradient/parameters at step {t} (loss={float(metrics['loss'])}); "
+                                 f"the run stopped, last good checkpoint: step {ckpts.latest_step()} in "
+                                 f"{ckpts.directory}")
         done = t + 1
         if done % cfg.log_every == 0 or done == cfg.steps:
-            log.write({"kind": "train", "step": done, "time_s": time.perf_counter() - t0, **_jsonable(metrics)})
+            record({"kind": "train", "step": done, "time_s": time.perf_counter() - t0, **_jsonable(metrics)})
         if evaluate is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps):
-            log.write({"kind": "eval", "step": done, **_jsonable(evaluate(state.params, done))})
+            record({"kind": "eval", "step": done, **_jsonable(evaluate(state.params, done))})
         if (cfg.ckpt_every and done % cfg.ckpt_every == 0) or done == cfg.steps:
-            manager.save(done, args=ocp.args.StandardSave(state))
+            ckpts.save(done, state)
         bar.update(1)
     bar.close()
-    manager.wait_until_finished()
-    return state
+    return LoopResult(state, history)

@@ -7,6 +7,7 @@ global-norm clipping at 1.0, linear warm-up 0 → peak then half-cosine peak →
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +29,12 @@ class OptimConfig:
     clip_norm: float = 1.0
 
     def __post_init__(self):
+        rates = {"peak_lr": self.peak_lr, "min_lr": self.min_lr, "b1": self.b1, "b2": self.b2, "eps": self.eps,
+                 "weight_decay": self.weight_decay, "clip_norm": self.clip_norm}
+        bad = {k: v for k, v in rates.items() if isinstance(v, bool) or not isinstance(v, (int, float))
+               or not math.isfinite(v)}
+        if bad:
+            raise ValueError(f"optimiser settings must be finite numbers, got {bad}")
         if not 0 <= self.min_lr <= self.peak_lr:
             raise ValueError(f"need 0 <= min_lr <= peak_lr, got {self.min_lr}, {self.peak_lr}")
         if not 0 <= self.warmup_steps <= self.total_steps or self.total_steps < 1:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cfka_jax.data.packing import epoch_order, fta_targets, mix_replay, pack, replay_copies
+from cfka_jax.data.packing import epoch_order, fta_targets, pack
 
 EOS = 0
 DOCS = [np.array([5, 6, 7, EOS]), np.array([8, 9, EOS]), np.array([3, 4, 5, 6, EOS])]
@@ -86,13 +86,3 @@ def test_epoch_order_and_validation():
         pack(DOCS, 5, EOS, order=np.array([0, 0, 1]))
     with pytest.raises(ValueError, match="seq_len"):
         pack(DOCS, 1, EOS)
-
-
-def test_replay_mixture():
-    assert [replay_copies(a) for a in (0.9, 0.8, 0.67, 0.5)] == [9, 4, 2, 1]
-    new, old = [np.array([1, EOS])], [np.array([2, EOS]), np.array([3, EOS])]
-    mixed = mix_replay(new, old, 0.8)
-    assert len(mixed) == 2 + 4 and mixed[0] is old[0] and all(m is new[0] for m in mixed[2:])
-    for bad in (0.0, 1.0, 1.5):
-        with pytest.raises(ValueError, match="alpha"):
-            replay_copies(bad)

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from flax import nnx
 
+from cfka_jax.data import mmlu
 from cfka_jax.eval import multiple_choice as mc
 from cfka_jax.data.tokenize import train_word_tokenizer
 from cfka_jax.models.qwen import QwenConfig, QwenModel
@@ -34,7 +35,7 @@ def _csv(path, rows):
 
 
 def _questions(rows, subject):
-    return [mc.MCQuestion(q, tuple(c), "ABCD".index(a), subject) for q, c, a in rows]
+    return [mmlu.MCQuestion(q, tuple(c), "ABCD".index(a), subject) for q, c, a in rows]
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +64,11 @@ def tok(tmp_path_factory):
 def test_csv_jsonl_parquet_and_folder_agree(files):
     law = _questions(LAW, "professional_law")
     math = _questions(MATH, "elementary_mathematics")
-    assert mc.read_mc(files / "test" / "professional_law_test.csv") == law
-    assert mc.read_mc(files / "law.jsonl") == law  # answers given as letters and as indices
-    assert mc.read_mc(files / "elementary_mathematics.parquet") == math  # subject from the file name
-    assert mc.read_mc(files / "test") == math + law  # sorted file order
-    assert mc.subject_from_path("x/high_school_biology_dev.csv") == "high_school_biology"
+    assert mmlu.read_mc(files / "test" / "professional_law_test.csv") == law
+    assert mmlu.read_mc(files / "law.jsonl") == law  # answers given as letters and as indices
+    assert mmlu.read_mc(files / "elementary_mathematics.parquet") == math  # subject from the file name
+    assert mmlu.read_mc(files / "test") == math + law  # sorted file order
+    assert mmlu.subject_from_path("x/high_school_biology_dev.csv") == "high_school_biology"
 
 
 @pytest.mark.parametrize("name, text, message", [
@@ -84,7 +85,7 @@ def test_csv_jsonl_parquet_and_folder_agree(files):
 def test_reader_errors_name_file_and_row(tmp_path, name, text, message):
     (tmp_path / name).write_text(text)
     with pytest.raises(ValueError, match=message):
-        mc.read_mc(tmp_path / name)
+        mmlu.read_mc(tmp_path / name)
 
 
 def test_prompt_is_the_mmlu_form():
@@ -106,11 +107,11 @@ def test_letter_ids_are_distinct_or_rejected(tok, tmp_path):
 
 
 def test_split_by_subjects_and_predictions_respect_choice_counts(files):
-    qs = mc.read_mc(files / "test")
-    sets = mc.split_by_subjects(qs, ["professional_law"])
+    qs = mmlu.read_mc(files / "test")
+    sets = mmlu.split_by_subjects(qs, ["professional_law"])
     assert [q.subject for q in sets["Domain"]] == ["professional_law"] * 3 and len(sets["Original"]) == 2
     with pytest.raises(ValueError, match="match no question"):
-        mc.split_by_subjects(qs, ["profesional_law"])
+        mmlu.split_by_subjects(qs, ["profesional_law"])
     logits = np.array([[0.0, 1.0, 9.0], [0.0, 1.0, 9.0]])
     np.testing.assert_array_equal(mc.predictions(logits, np.array([2, 3])), [1, 2])
 
@@ -122,8 +123,8 @@ def _tiny_qwen(vocab: int) -> QwenModel:
 
 
 def test_batched_scorer_matches_unpadded_per_example_forward(files, tok):
-    qs = mc.read_mc(files / "test")
-    dev = mc.read_mc(files / "professional_law_dev.csv")
+    qs = mmlu.read_mc(files / "test")
+    dev = mmlu.read_mc(files / "professional_law_dev.csv")
     model = _tiny_qwen(len(tok))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     cfg = mc.MCConfig(shots=1, batch_size=2, max_length=512)  # 5 questions: the last batch is padded
@@ -165,7 +166,7 @@ def test_known_answers_give_the_known_accuracy(tok):
     choices = ("three", "four", "five", "six")
 
     def cue(answer, pointed, subject):
-        return mc.MCQuestion(f"two plus two cue{pointed}", choices, answer, subject)
+        return mmlu.MCQuestion(f"two plus two cue{pointed}", choices, answer, subject)
 
     law = [cue(1, "B", "law"), cue(2, "C", "law"), cue(3, "A", "law")]  # the cue is right on 2 of 3
     math = [cue(0, "D", "math"), cue(3, "D", "math"), cue(2, "B", "math"), cue(2, "B", "math")]  # 1 of 4

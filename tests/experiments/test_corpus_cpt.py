@@ -1,5 +1,5 @@
-"""Smoke tests of experiments/corpus_cpt.py (bring-your-own corpus CPT with replay and MC evaluation) and its pure
-replay-mixing rule, on a tiny Qwen2 folder and word-level tokenizer written to tmp_path."""
+"""Smoke tests of experiments/corpus_cpt.py (bring-your-own corpus CPT with replay and MC evaluation), on a tiny
+Qwen3 folder and word-level tokenizer written to tmp_path."""
 
 import csv
 import json
@@ -8,11 +8,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from cfka_jax.data import mmlu
 from cfka_jax.eval import multiple_choice as mc
 from cfka_jax.data.corpus import CorpusConfig, tokenize_texts
 from cfka_jax.data.tokenize import train_word_tokenizer
 from cfka_jax.models import save_pretrained
 from cfka_jax.models.qwen import QwenConfig, QwenModel
+from cfka_jax.data.mmlu import question_sets
+from cfka_jax.runs.presets import CORPUS as SCALES
 from experiments import corpus_cpt as cc
 
 CORPUS = [f"the court of {place} ruled that the {thing} was void under the statute of {year} ."
@@ -40,41 +43,16 @@ def world(tmp_path_factory):
         csv.writer(f).writerows([[q, *c, a] for q, c, a in MATH])
     (root / "law.jsonl").write_text("".join(json.dumps({"question": q, "choices": c, "answer": a,
                                                         "subject": "professional_law"}) + "\n" for q, c, a in LAW))
-    prompts = [mc.build_prompt(q) for q in mc.read_mc([root / "elementary_mathematics_test.csv", root / "law.jsonl"])]
+    prompts = [mc.build_prompt(q) for q in mmlu.read_mc([root / "elementary_mathematics_test.csv", root / "law.jsonl"])]
     model_dir = root / "model"
     tok = train_word_tokenizer(CORPUS + prompts + ["Answer: A B C D"], model_dir)
     cfg = QwenConfig(model_type="qwen3", vocab_size=len(tok), hidden_size=32, intermediate_size=64,
                      num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
                      tie_word_embeddings=True, max_position_embeddings=2048)
     save_pretrained(QwenModel(cfg, rngs=nnx.Rngs(0)), model_dir)
-    smoke = cc.PRESETS["smoke"].seq_len
+    smoke = SCALES["smoke"].seq_len
     expected = tokenize_texts(CORPUS, tok, CorpusConfig(max_length=smoke, overflow="split"))
     return root, expected
-
-
-def test_replay_mixture_hits_the_token_share():
-    rng = np.random.default_rng(0)
-    new = [np.ones(rng.integers(5, 40), np.int32) for _ in range(50)]
-    replay = [np.full(rng.integers(3, 12), 2, np.int32) for _ in range(7)]  # far fewer tokens than needed
-    for alpha in (0.5, 0.67, 0.8, 0.9):
-        docs, stats = cc.replay_mixture(new, replay, alpha, seed=1)
-        new_tokens = sum(len(d) for d in new)
-        replay_tokens = sum(len(d) for d in docs[len(new):])
-        assert docs[:len(new)] == new and stats["replay_tokens"] == replay_tokens
-        target = new_tokens * (1 - alpha) / alpha
-        assert abs(replay_tokens - target) <= 12 / 2  # nearest prefix: within half the longest replay document
-        assert stats["replay_share"] == pytest.approx(replay_tokens / (new_tokens + replay_tokens))
-        counts = np.bincount([int(np.flatnonzero([d is r for r in replay])[0]) for d in docs[len(new):]],
-                             minlength=len(replay))
-        assert counts.max() - counts.min() <= 1  # whole passes over the replay corpus: repeats are balanced
-    again, _ = cc.replay_mixture(new, replay, 0.8, seed=1)
-    assert [len(d) for d in again] == [len(d) for d in cc.replay_mixture(new, replay, 0.8, seed=1)[0]]
-    alone, stats = cc.replay_mixture(new, [], 1.0, seed=0)
-    assert alone == new and stats["replay_tokens"] == 0 and stats["replay_share"] == 0.0
-    with pytest.raises(ValueError):
-        cc.replay_mixture(new, [], 0.8, seed=0)
-    with pytest.raises(ValueError):
-        cc.replay_mixture(new, replay, 0.0, seed=0)
 
 
 def test_stoc_smoke_run_writes_metrics_and_resumes(world, tmp_path):
@@ -85,7 +63,7 @@ def test_stoc_smoke_run_writes_metrics_and_resumes(world, tmp_path):
             "--mc-domain", str(world / "law.jsonl"), "--heldout", "0.2", "--no-progress"]
     assert cc.main(argv) == 0
     final = json.loads((out / "final.json").read_text())
-    assert final["step"] == cc.PRESETS["smoke"].steps and final["method"] == "stoc"
+    assert final["step"] == SCALES["smoke"].cpt.steps and final["method"] == "stoc"
     assert final["Original/n"] == 2 and final["Domain/n"] == 3 and final["All/n"] == 5
     assert 0.0 <= final["Domain/acc/professional_law"] <= 1.0
     assert np.isfinite(final["Heldout/ppl"]) and final["Heldout/ppl"] > 1.0 and final["Heldout/tokens"] > 0
@@ -109,15 +87,13 @@ def test_configs_and_flags_parse(world):
     base = ["--data", "c.txt", "--model", "m", "--out", "o"]
     cfg = cc.config_from_args(base + ["--steps", "7", "--seq-len", "32", "--lr", "1e-4", "--mc", "q.csv",
                                       "--domain-subjects", "law"])
-    assert cfg.schedule.steps == 7 and cfg.schedule.seq_len == 32 and cfg.schedule.lr == 1e-4
-    assert cfg.schedule.batch == cc.PRESETS["paper"].batch and cfg.domain_subjects == ("law",)
-    cfg = cc.CorpusCPTConfig(data=("x",), model="m", out="o", mc=(str(world / "elementary_mathematics_test.csv"),
-                                                                  str(world / "law.jsonl")),
-                             domain_subjects=("professional_law",))
-    sets, dev = cc.mc_sets(cfg)
-    assert [len(sets["Original"]), len(sets["Domain"])] == [2, 3] and dev == []
+    assert cfg.scale.cpt.steps == 7 and cfg.scale.seq_len == 32 and cfg.scale.cpt.peak_lr == 1e-4
+    assert cfg.scale.cpt.batch == SCALES["paper"].cpt.batch and cfg.domain_subjects == ("law",)
+    sets = question_sets(mc=(str(world / "elementary_mathematics_test.csv"), str(world / "law.jsonl")),
+                         domain_subjects=("professional_law",))
+    assert [len(sets["Original"]), len(sets["Domain"])] == [2, 3]
     bad = [{"method": "ewc"}, {"method": "stoc", "alpha": 1.0}, {"mc": ("a",), "mc_original": ("b",)},
-           {"domain_subjects": ("law",)}, {"mc_shots": 2}, {"heldout": 0.0}, {"overrides": (("steps", 0),)},
+           {"domain_subjects": ("law",)}, {"mc_shots": 2}, {"heldout": 0.0}, {"overrides": (("steps", 0),)}, {"overrides": (("stepz", 3),)},
            {"data": ()}]
     for kw in bad:
         with pytest.raises(ValueError):

@@ -7,6 +7,7 @@ from flax import nnx
 
 from cfka_jax.data.tokenize import train_word_tokenizer
 from cfka_jax.models import QwenConfig, QwenModel, save_pretrained
+from cfka_jax.runs.presets import KNOWEDIT
 from experiments import knowedit as exp
 
 NAMES = ["Anna", "Bob", "Carl", "Dana", "Eve", "Finn"]
@@ -47,12 +48,15 @@ def test_naive_lamol_stoc_end_to_end(setup):
     results = json.loads((out / "table.json").read_text())
     assert set(results) == {"naive", "lamol-a0.5", "stoc-a0.5"}
     for name, final in results.items():
-        assert final["step"] == exp.PRESETS["smoke"].steps
+        assert final["step"] == KNOWEDIT["smoke"].cpt.steps
         for s in exp.SETS:
             assert 0.0 < final[f"{s}/fluency"] < 1.0 and final[f"{s}/n"] > 0, (name, s)
         records = [json.loads(line) for line in (out / name / "metrics.jsonl").read_text().splitlines()]
-        assert [r["step"] for r in records if r["kind"] == "eval"] == [0, exp.PRESETS["smoke"].steps]
-    assert results["stoc-a0.5"]["train_docs"] == 2 * results["naive"]["train_docs"]  # alpha 0.5: as much replay
+        assert [r["step"] for r in records if r["kind"] == "eval"] == [0, KNOWEDIT["smoke"].cpt.steps]
+    mix = results["stoc-a0.5"]["mixture"]  # alpha 0.5: as many replay tokens as new ones, to the nearest document
+    assert mix["rule"] == "token_share" and mix["replay_docs"] > 0
+    assert abs(mix["replay_tokens"] - mix["new_tokens"]) <= 16  # replay documents: a question + 4 sampled tokens
+    assert results["stoc-a0.5"]["train_docs"] == results["naive"]["train_docs"] + mix["replay_docs"]
     assert (out / "replay-stoc" / "config.json").exists() and (out / "replay-lamol" / "config.json").exists()
     md = (out / "table.md").read_text()
     assert "| naive |" in md and "34.58 | 63.28" in md  # the paper's ZsRE Naive row sits beside ours
@@ -64,4 +68,4 @@ def test_configs_validate():
                 {"steps": 0}, {"fluency_mode": "chunks"}):
         with pytest.raises(ValueError):
             exp.KnowEditRun(data="d", model="m", out="o", **bad)
-    assert exp.KnowEditRun(data="d", model="m", out="o", preset="paper", steps=100).schedule.warmup == 100
+    assert exp.KnowEditRun(data="d", model="m", out="o", preset="paper", steps=100).scale.cpt.warmup == 100

@@ -6,7 +6,8 @@ from flax import nnx
 from cfka_jax.eval.fta import fta
 from cfka_jax.train.step import make_eval_logits
 from cfka_jax.data.pipeline import build_data
-from cfka_jax.runs.biography import PRESETS, build_model
+from cfka_jax.runs.biography import build_model
+from cfka_jax.runs.presets import BIOGRAPHY as PRESETS
 from experiments.replay_retention import occurrence_soft
 
 

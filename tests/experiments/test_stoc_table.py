@@ -45,7 +45,7 @@ def test_smoke_table(tmp_path):
 
 def test_fact_coverage_counts_true_values_after_each_name():
     from cfka_jax.data.biography import Person
-    from cfka_jax.runs.replay import fact_coverage
+    from cfka_jax.eval.coverage import fact_coverage
 
     people = [Person(0, "Ann B. Cole", ("Boston, MA", "May 1, 1990"), True),
               Person(1, "Ann B. Co", ("Denver, CO", "June 2, 1991"), True),

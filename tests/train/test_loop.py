@@ -21,11 +21,11 @@ def _setup(penalty=None):
 
 def test_resume_reproduces_uninterrupted_run(tmp_path):
     state, step = _setup()
-    full = run_loop(state, step, batch, cfg=LoopConfig(steps=6, log_every=1, progress=False), out_dir=tmp_path / "a")
+    full = run_loop(state, step, batch, cfg=LoopConfig(steps=6, log_every=1, progress=False), out_dir=tmp_path / "a").state
     state, step = _setup()
     run_loop(state, step, batch, cfg=LoopConfig(steps=3, ckpt_every=3, progress=False), out_dir=tmp_path / "b")
     state, step = _setup()  # a fresh process would start from init and find the checkpoint
-    resumed = run_loop(state, step, batch, cfg=LoopConfig(steps=6, progress=False), out_dir=tmp_path / "b")
+    resumed = run_loop(state, step, batch, cfg=LoopConfig(steps=6, progress=False), out_dir=tmp_path / "b").state
     assert int(resumed.step) == 6
     for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(resumed)):
         np.testing.assert_array_equal(a, b)

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cfka_jax.continual.ewc import ewc_penalty, fisher_batch_mean, fisher_per_example
+from cfka_jax.continual.ewc import ewc_anchor, ewc_penalty, fisher_batch_mean, fisher_per_example
 from cfka_jax.train.optim import OptimConfig, decay_mask, lr_schedule, make_optimizer
 from cfka_jax.train.step import init_state, lm_loss, make_train_step
 from tests.helpers import batch, split, tiny_model
@@ -11,13 +11,13 @@ from tests.helpers import batch, split, tiny_model
 CFG = OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=10)
 
 
-def _run(penalty=None, trainable=None, steps=3, data=None):
+def _run(penalty=None, trainable=None, steps=3, data=None, penalty_args=None):
     graphdef, params, rest = split(tiny_model())
     tx = make_optimizer(CFG, trainable(params) if trainable else None)
     step = make_train_step(graphdef, rest, tx, penalty=penalty)
     state = init_state(params, tx)
     for i in range(steps):
-        state, metrics = step(state, data or batch(i))
+        state, metrics = step(state, data or batch(i), penalty_args)
     return state, metrics
 
 
@@ -47,7 +47,7 @@ def test_ewc_lambda_zero_equals_plain_step():
     graphdef, params, rest = split(tiny_model())
     fisher = fisher_batch_mean(params, graphdef, rest, [batch(7)], total_chunks=3)
     plain, _ = _run()
-    ewc0, _ = _run(penalty=ewc_penalty(fisher, params, 0.0))
+    ewc0, _ = _run(penalty=ewc_penalty, penalty_args=ewc_anchor(fisher, params, 0.0))
     for a, b in zip(jax.tree.leaves(plain.params), jax.tree.leaves(ewc0.params)):
         np.testing.assert_array_equal(a, b)
 
@@ -57,7 +57,7 @@ def test_ewc_penalty_value_and_pull():
     fisher = jax.tree.map(lambda p: jnp.ones(p.shape, jnp.float32), params)
     moved = jax.tree.map(lambda p: p + 0.1, params)
     n = sum(p.size for p in jax.tree.leaves(params))
-    np.testing.assert_allclose(ewc_penalty(fisher, params, 4.0)(moved), 0.5 * 4.0 * 0.01 * n, rtol=1e-4)
+    np.testing.assert_allclose(ewc_penalty(moved, ewc_anchor(fisher, params, 4.0)), 0.5 * 4.0 * 0.01 * n, rtol=1e-4)
 
 
 def test_fisher_forms_relate_for_single_row_batches():
@@ -85,7 +85,7 @@ def test_frozen_parameters_bit_identical():
 def test_non_finite_step_keeps_previous_state():
     graphdef, params, rest = split(tiny_model())
     tx = make_optimizer(CFG)
-    step = make_train_step(graphdef, rest, tx, penalty=lambda p: jnp.asarray(jnp.nan, jnp.float32))
+    step = make_train_step(graphdef, rest, tx, penalty=lambda p, a: jnp.asarray(jnp.nan, jnp.float32))
     state = init_state(params, tx)
     before = jax.tree.map(np.asarray, state.params)
     state, metrics = step(state, batch(0))

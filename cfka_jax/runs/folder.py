@@ -1,0 +1,136 @@
+"""Run folders: the one writer and reader of ``config.json``, ``metrics.jsonl``, ``final.json`` and checkpoints.
+
+    <run>/config.json      {"run": the run spec, "preset": the preset}   written before training
+    <run>/metrics.jsonl    train and eval records (``train/loop.MetricsLog``)
+    <run>/checkpoints/     numbered TrainState checkpoints (``train/checkpoint.CheckpointDir``)
+    <run>/params/          the final parameters alone (a finished pre-training run; what CPT starts from)
+    <run>/final.json       the final metrics, written last: its presence marks a finished run
+
+A folder that already holds a run is only resumed by the *same* run: :meth:`RunFolder.start` compares the stored
+config with the new one and refuses, naming every differing field, unless they agree on everything that can
+change a result (``progress``, ``out`` and ``cache_dir`` may differ). Nothing is written on refusal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+from typing import Any
+
+from cfka_jax.train.checkpoint import CheckpointDir, CheckpointError, restore, save
+from cfka_jax.train.loop import MetricsLog
+
+IGNORED = ("progress", "out", "cache_dir")
+"""Run-spec fields that do not change a run's results (a run may be resumed with other values)."""
+
+
+class RunFolderError(ValueError):
+    """A run folder that cannot be used for the requested run (another run's folder, unreadable files)."""
+
+
+def _jsonable(obj: Any) -> Any:
+    """Dataclasses → dicts, tuples → lists: the form a config has after a JSON round trip."""
+    return json.loads(json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj, default=str))
+
+
+def _diff(stored: Any, new: Any, prefix: str = "") -> list[str]:
+    if isinstance(stored, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(stored) | set(new)):
+            if key in IGNORED and not prefix.startswith("preset"):
+                continue
+            out += _diff(stored.get(key, "<absent>"), new.get(key, "<absent>"), f"{prefix}{key}.")
+        return out
+    return [] if stored == new else [f"{prefix[:-1]}: folder has {stored!r}, this run has {new!r}"]
+
+
+class RunFolder:
+    """One run's folder (module docstring)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = pathlib.Path(path)
+        self.metrics = MetricsLog(self.path / "metrics.jsonl")
+
+    @property
+    def checkpoints(self) -> pathlib.Path:
+        return self.path / "checkpoints"
+
+    @property
+    def params_dir(self) -> pathlib.Path:
+        return self.path / "params"
+
+    def read_json(self, name: str) -> dict | None:
+        """``<run>/<name>`` as a dict, None when absent.
+
+        Raises:
+          RunFolderError: the file is not valid JSON or not an object (named).
+        """
+        path = self.path / name
+        if not path.exists():
+            return None
+        try:
+            value = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise RunFolderError(f"{path}: not valid JSON ({err})") from None
+        if not isinstance(value, dict):
+            raise RunFolderError(f"{path}: expected a JSON object, got {type(value).__name__}")
+        return value
+
+    def start(self, run: Any, preset: Any) -> None:
+        """Write ``config.json`` for a new run, or check that the folder's run is this one.
+
+        Raises:
+          RunFolderError: the folder holds a different run (every differing field named).
+        """
+        new = {"run": _jsonable(run), "preset": _jsonable(preset)}
+        stored = self.read_json("config.json")
+        if stored is not None:
+            diffs = _diff(stored, new)
+            if diffs:
+                raise RunFolderError(f"{self.path} holds another run; refusing to resume it as this one (use another "
+                                     f"--out or delete the folder):\n  " + "\n  ".join(diffs))
+            return
+        if self.path.exists() and any(self.path.iterdir()):
+            raise RunFolderError(f"{self.path} is not empty and holds no run config.json; refusing to write a run "
+                                 f"into it")
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "config.json").write_text(json.dumps(new, indent=1))
+
+    def final(self) -> dict | None:
+        return self.read_json("final.json")
+
+    def write_final(self, final: dict) -> None:
+        tmp = self.path / "final.json.tmp"
+        tmp.write_text(json.dumps(final, indent=1))
+        tmp.replace(self.path / "final.json")
+
+    def save_params(self, params: Any, step: int) -> None:
+        """Export the final parameters alone (``params/``), e.g. of a finished pre-training run."""
+        save(self.params_dir, params, step=step, force=True)
+
+    def load_params(self, abstract: Any) -> tuple[Any, int]:
+        """``(params, step)`` exported by :meth:`save_params`, restored into the structure of ``abstract``.
+
+        Raises:
+          RunFolderError: no exported parameters in the folder; CheckpointError: of another structure.
+        """
+        if not (self.params_dir.is_dir() and (self.path / "final.json").exists()):
+            raise RunFolderError(f"{self.path} holds no finished run with exported parameters (params/ and "
+                                 f"final.json)")
+        try:
+            return restore(self.params_dir, abstract)
+        except CheckpointError as err:
+            raise RunFolderError(str(err)) from None
+
+    def checkpoint_params(self, abstract: Any) -> tuple[Any, int]:
+        """``(params, step)`` of the newest intact training checkpoint (its ``params`` subtree only).
+
+        Raises:
+          RunFolderError: no checkpoint; CheckpointError: of another structure.
+        """
+        found = CheckpointDir(self.checkpoints).restore_latest(abstract, under=("params",))
+        if found is None:
+            raise RunFolderError(f"{self.checkpoints}: no checkpoint")
+        return found

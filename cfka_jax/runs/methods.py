@@ -1,0 +1,82 @@
+"""The method and update-mode pieces of a Biography CPT run: training documents, EWC operands, freeze/LoRA.
+
+* :func:`cpt_documents`: the new data alone (naive, EWC), mixed with real replay ('all' / 'half') or with a
+  generative replay corpus (STOC / Random / LAMOL) at new-data fraction α, by the synthetic reference's rule
+  (``data/mixing.py``, ``reference_copies``);
+* :func:`ewc_setup`: the Fisher (decision #9) over old-data batches and the penalty operands, passed to the
+  jitted step as arguments; :func:`lora_effective_penalty` applies it to the effective weights W + (α/r)·A·B of
+  a LoRA model (the Fisher lives on the base weights, which LoRA never moves);
+* :func:`update_mode`: full fine-tuning, freezing (embeddings + first N blocks, §4.4) or LoRA (§4.6 with
+  alpha = 2r; adapter dropout 0 because the step keeps no RNG state across steps).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from flax import nnx
+
+from cfka_jax.continual import peft
+from cfka_jax.continual.ewc import ewc_anchor, ewc_penalty, fisher_batch_mean, fisher_per_example
+from cfka_jax.data.batching import packed_batch
+from cfka_jax.data.mixing import mix_replay
+from cfka_jax.data.pipeline import DataBundle
+from cfka_jax.runs.presets import Preset
+from cfka_jax.runs.replay import GENERATIVE, ensure_replay, synthetic_replay_config
+from cfka_jax.runs.specs import CPTSpec
+
+
+def cpt_documents(spec: CPTSpec, bundle: DataBundle, model) -> tuple[list, dict]:
+    """(training documents, replay statistics) of the run's method (§4.3); ``model`` is the PT model."""
+    new = bundle.splits["cpt_train"].docs()
+    if spec.method in GENERATIVE:
+        rcfg = synthetic_replay_config(spec.method, bundle.config.seq_len, spec.replay, spec.seed)
+        corpus = ensure_replay(spec.replay_folder, model, bundle, rcfg)
+        docs, _ = mix_replay(new, corpus.sequences, spec.alpha, rule="reference_copies")
+        return docs, {f"replay/{k}": v for k, v in corpus.stats.items()}
+    if not spec.method.startswith("replay"):
+        return new, {}
+    real = bundle.splits[f"replay_{spec.method.split('-')[1]}"].docs()
+    return mix_replay(new, real, spec.alpha, rule="reference_copies")[0], {}
+
+
+def ewc_setup(spec: CPTSpec, bundle: DataBundle, model):
+    """``(ewc_penalty, EWCAnchor)``: the Fisher of the PT model on up to ``ewc_batches`` batches of 8 old chunks,
+    anchored at the PT parameters."""
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    pt = bundle.train["pt_train"]
+    rows = [slice(i, i + 8) for i in range(0, min(pt.num_chunks, 8 * spec.ewc_batches) - 7, 8)]
+    batches = [packed_batch(pt, r) for r in rows]
+    if spec.ewc_fisher == "code":
+        fisher = fisher_batch_mean(params, graphdef, rest, batches, total_chunks=pt.num_chunks)
+    else:
+        fisher = fisher_per_example(params, graphdef, rest, batches)
+    return ewc_penalty, ewc_anchor(fisher, jax.tree.map(np.asarray, params), spec.ewc_lambda)
+
+
+def lora_effective_penalty(lora_model, penalty):
+    """``penalty`` applied to the effective weights of ``lora_model``'s parameters (``peft.merged_params``); the
+    operands keep the base model's structure and are converted to pure dicts once."""
+    scale = next(m.scale for _, m in nnx.iter_modules(lora_model) if isinstance(m, peft.LoRALinear))
+
+    def effective(params, args):
+        pure = lambda tree: nnx.to_pure_dict(tree) if isinstance(tree, nnx.State) else tree  # noqa: E731
+        anchor = type(args)(pure(args.fisher), pure(args.anchor), args.lam)
+        return penalty(peft.merged_params(pure(params), scale), anchor)
+
+    return effective
+
+
+def update_mode(spec: CPTSpec, p: Preset, model):
+    """(model, trainable-mask factory or None) of the run's update mode (module docstring)."""
+    if spec.update == "full":
+        return model, None
+    if spec.update == "freeze":
+        n = spec.freeze_layers if spec.freeze_layers is not None else p.freeze_layers
+        filt = peft.trainable_filter(model, num_frozen_blocks=n, freeze_embeddings=True)
+    else:
+        rank = spec.lora_rank if spec.lora_rank is not None else p.lora_rank
+        model = peft.apply_lora(model, peft.LoRAConfig(rank=rank, alpha=2.0 * rank, dropout=0.0),
+                                rngs=nnx.Rngs(spec.seed))
+        filt = peft.trainable_filter(model)
+    return model, lambda params: peft.trainable_mask(params, filt)

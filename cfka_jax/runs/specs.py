@@ -1,0 +1,135 @@
+"""Typed run specs of the Biography study: one pre-training run (:class:`PTSpec`) and one CPT run (:class:`CPTSpec`).
+
+A spec names what a run chooses (method, update mode, α, seed, folders); the scale comes from its preset
+(``runs/presets.BIOGRAPHY``). Specs are frozen and validated on construction, so a bad value fails before any data
+is built or any model is loaded. ``config.json`` of a run folder stores the spec and its preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+
+import jax.numpy as jnp
+
+from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup, override
+from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches
+
+METHODS = ("naive", "ewc", "replay-all", "replay-half", *GENERATIVE)
+UPDATES = ("full", "freeze", "lora")
+ARCHS = ("qwen", "pythia")
+DTYPES = {"float32": None, "bfloat16": jnp.bfloat16}
+"""bfloat16: float32 master weights, bf16 forward/backward, float32 loss (``train/step.py``)."""
+
+
+def _positive(name: str, value, allow_none: bool = True, minimum: int = 1) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PTSpec:
+    """A pre-training run on the PT population (``ckpt_every``: checkpoint interval, default the preset's)."""
+
+    preset: str = "smoke"
+    out: str = "runs/pt-smoke"
+    arch: str = "qwen"
+    seed: int = 0
+    cache_dir: str = "runs/data-cache"
+    progress: bool = True
+    dtype: str = "float32"
+    ckpt_every: int | None = None
+
+    def __post_init__(self):
+        lookup(BIOGRAPHY, self.preset, "Biography")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
+        _positive("seed", self.seed, allow_none=False, minimum=0)
+        _positive("ckpt_every", self.ckpt_every, minimum=0)
+
+    @property
+    def scale(self) -> Preset:
+        """The preset with this run's overrides."""
+        p = BIOGRAPHY[self.preset]
+        return p if self.ckpt_every is None else override(p, {"pt.ckpt_every": self.ckpt_every})
+
+
+@dataclasses.dataclass(frozen=True)
+class CPTSpec:
+    """A continual pre-training run (decisions #7, #9–#11 of the spec's table; #16–#24 for generative replay).
+
+    ``method`` stoc | random | lamol mixes a generative replay corpus built from the PT model (``replay_dir``,
+    default ``<out>/../replay-<method><switch tag>[-seed<seed>]``, built when absent) at new-data fraction
+    ``alpha``. ``pt_dir`` None means ``<out>/../pt-<preset>-<arch>``, trained first when absent; an explicit
+    ``pt_dir`` must hold a finished PT run.
+    """
+
+    preset: str = "smoke"
+    out: str = "runs/cpt-smoke"
+    method: str = "naive"
+    update: str = "full"
+    alpha: float = 0.5
+    ewc_lambda: float = 1e3
+    ewc_fisher: str = "code"
+    ewc_batches: int = 8
+    freeze_layers: int | None = None
+    lora_rank: int | None = None
+    arch: str = "qwen"
+    seed: int = 0
+    pt_dir: str | None = None
+    cache_dir: str = "runs/data-cache"
+    progress: bool = True
+    dtype: str = "float32"
+    replay: ReplaySwitches = ReplaySwitches()
+    replay_dir: str | None = None
+    eval_every: int | None = None
+    ckpt_every: int | None = None
+
+    def __post_init__(self):
+        PTSpec(preset=self.preset, arch=self.arch, seed=self.seed, dtype=self.dtype, ckpt_every=self.ckpt_every)
+        if self.method not in METHODS or self.update not in UPDATES:
+            raise ValueError(f"method must be in {METHODS} and update in {UPDATES}, got {self.method}, {self.update}")
+        if not (isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 1.0):
+            raise ValueError(f"alpha (the new-data fraction) must be in [0, 1], got {self.alpha!r}")
+        if self.uses_alpha and not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"replay needs 0 < alpha < 1, got {self.alpha}")
+        if not (isinstance(self.ewc_lambda, (int, float)) and math.isfinite(self.ewc_lambda)
+                and self.ewc_lambda >= 0):
+            raise ValueError(f"ewc_lambda must be a finite number >= 0 (a negative λ rewards drift), "
+                             f"got {self.ewc_lambda!r}")
+        if self.ewc_fisher not in ("code", "per_example"):
+            raise ValueError(f"ewc_fisher must be 'code' or 'per_example', got {self.ewc_fisher!r}")
+        _positive("ewc_batches", self.ewc_batches, allow_none=False)
+        _positive("freeze_layers", self.freeze_layers, minimum=0)
+        _positive("lora_rank", self.lora_rank)
+        _positive("eval_every", self.eval_every, minimum=0)
+
+    @property
+    def uses_alpha(self) -> bool:
+        return self.method.startswith("replay") or self.method in GENERATIVE
+
+    @property
+    def scale(self) -> Preset:
+        """The preset with this run's overrides (evaluation and checkpoint intervals of the CPT phase)."""
+        changes = {f"cpt.{k}": v for k, v in (("eval_every", self.eval_every), ("ckpt_every", self.ckpt_every))
+                   if v is not None}
+        return override(BIOGRAPHY[self.preset], changes)
+
+    @property
+    def pt_folder(self) -> pathlib.Path:
+        return pathlib.Path(self.pt_dir or pathlib.Path(self.out).parent / f"pt-{self.preset}-{self.arch}")
+
+    @property
+    def replay_folder(self) -> pathlib.Path:
+        name = f"replay-{self.method}{self.replay.tag}" + (f"-seed{self.seed}" if self.seed else "")
+        return pathlib.Path(self.replay_dir or pathlib.Path(self.out).parent / name)
+
+    def pt_spec(self) -> PTSpec:
+        """The PT run this CPT starts from."""
+        return PTSpec(preset=self.preset, out=str(self.pt_folder), arch=self.arch, seed=self.seed,
+                      cache_dir=self.cache_dir, progress=self.progress, dtype=self.dtype)
