@@ -1,34 +1,40 @@
-"""The ``cfka`` command line: a thin shell over the proof checks and experiment scripts.
+"""The ``cfka`` command line: a thin shell over the library's runs, the proof checks and the experiment scripts.
 
     cfka proofs [--out DIR] [--only NAME]     every proof check, one table, one PNG per lemma
-    cfka sweep  [ARGS...]                     the continual-theory sweep (experiments/theory_sweep.py)
     cfka pt  --preset smoke|small|paper --out DIR                    Biography pre-training
     cfka cpt --preset P --method M --update U [--alpha A] --out DIR  continual pre-training
+    cfka sweep  [ARGS...]                     the continual-theory sweep (experiments/theory_sweep.py)
     cfka stoc-table --preset P --out DIR     STOC / LAMOL / Random replay table (experiments/stoc_table.py)
     cfka knowedit --data test.json --model HF_FOLDER --out DIR       KnowEdit CPT (experiments/knowedit.py)
     cfka corpus-cpt --data FILES --model HF_FOLDER --out DIR         your corpus + STOC (experiments/corpus_cpt.py)
 
-Each subcommand is an entry point, so it may set JAX configuration (``proofs`` enables float64).
+This is the top floor: the only module of the package that imports ``experiments`` or ``proofs_check``. Each
+subcommand is an entry point, so it may set JAX configuration (``proofs`` enables float64). A user error (a bad
+value, a missing or malformed file, a run folder that holds another run) prints one message naming the option,
+file or folder and exits with status 2; a training run stopped by a non-finite step exits with status 1. Set
+``CFKA_TRACEBACK=1`` to get the full traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import sys
+
+DESCRIPTION = "Continual knowledge learning in language models: proof checks, Biography PT/CPT and experiments."
 
 
 def _proofs(args: argparse.Namespace) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from proofs_check.run_all import report, run_all
+    from proofs_check.run_all import check_modules, report, run_all
 
+    if args.only and not any(args.only in name for name in check_modules()):
+        raise ValueError(f"no proof check matches --only {args.only!r} (checks: {', '.join(check_modules())})")
     out = pathlib.Path(args.out)
     claims = run_all(out, only=args.only)
-    if not claims:
-        print(f"no proof check matches --only {args.only!r}", file=sys.stderr)
-        return 2
     print(report(claims, out))
     failed = [c for c in claims if c.status == "FAIL"]
     print(f"\n{len(claims)} claims: {sum(c.status == 'PASS' for c in claims)} PASS, "
@@ -37,20 +43,21 @@ def _proofs(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+PASSTHROUGH = {
+    "sweep": ("experiments.theory_sweep", "main", "continual-theory sweep over EWC strength × α × seeds"),
+    "stoc-table": ("experiments.stoc_table", "cli", "STOC / LAMOL / Random replay table on Biography"),
+    "knowedit": ("experiments.knowedit", "main", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
+    "corpus-cpt": ("experiments.corpus_cpt", "main",
+                   "CPT on your own corpus with STOC replay and MMLU-format evaluation"),
+}
+"""Subcommands whose experiment script owns its argument parser: name → (module, entry, help)."""
+
+
 def _passthrough(command: str, rest: list[str]) -> int:
-    """Subcommands whose experiment script owns its argument parser."""
     import importlib
 
-    module, entry = PASSTHROUGH[command]
+    module, entry, _ = PASSTHROUGH[command]
     return getattr(importlib.import_module(module), entry)(rest)
-
-
-PASSTHROUGH = {
-    "sweep": ("experiments.theory_sweep", "main"),
-    "stoc-table": ("experiments.stoc_table", "cli"),
-    "knowedit": ("experiments.knowedit", "main"),
-    "corpus-cpt": ("experiments.corpus_cpt", "main"),
-}
 
 
 def _biography(args: argparse.Namespace) -> int:
@@ -81,7 +88,9 @@ def _switches(args: argparse.Namespace):
 
 
 def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
-    p.add_argument("--preset", default="smoke", choices=["smoke", "small", "paper"])
+    p.add_argument("--preset", default="smoke", choices=["smoke", "small", "paper"],
+                   help="scale: smoke (a plumbing check in seconds), small (shows the effect on 2 CPU cores), "
+                        "paper (the reference scale, for accelerators)")
     p.add_argument("--out", default=default_out, help="run folder (config, metrics.jsonl, checkpoints, final.json)")
     p.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
     p.add_argument("--seed", type=int, default=0)
@@ -93,48 +102,74 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
                    help="checkpoint interval in steps (default: the preset's; 0 = only at the end)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cfka", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("proofs", help="run every proof check (float64) and print the claims table")
-    p.add_argument("--out", default="runs/proofs", help="folder for proofs.txt and the PNG plots")
-    p.add_argument("--only", default=None, help="run only checks whose module name contains this")
-    helps = {"sweep": "continual-theory sweep", "stoc-table": "STOC / LAMOL / Random replay table on Biography",
-             "knowedit": "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model",
-             "corpus-cpt": "CPT on your own corpus with STOC replay and MMLU-format evaluation"}
-    for name, text in helps.items():
-        sub.add_parser(name, help=f"{text}; see `cfka {name} --help`", add_help=False)
-    _add_run_args(sub.add_parser("pt", help="pre-train on the Biography PT population"), "runs/pt-smoke-qwen")
-    c = sub.add_parser("cpt", help="continual pre-training from the PT checkpoint of the preset")
-    _add_run_args(c, "runs/cpt-smoke")
+def _add_cpt_args(c: argparse.ArgumentParser) -> None:
     c.add_argument("--method", default="naive",
                    choices=["naive", "ewc", "replay-all", "replay-half", "stoc", "random", "lamol"])
     c.add_argument("--update", default="full", choices=["full", "freeze", "lora"])
-    c.add_argument("--alpha", type=float, default=0.5, help="new-data fraction for replay")
-    c.add_argument("--ewc-lambda", type=float, default=1e3)
+    c.add_argument("--alpha", type=float, default=0.5, help="new-data fraction for replay, in (0, 1)")
+    c.add_argument("--ewc-lambda", type=float, default=1e3, help="EWC strength λ >= 0")
     c.add_argument("--ewc-fisher", default="code", choices=["code", "per_example"])
     c.add_argument("--freeze-layers", type=int, default=None)
     c.add_argument("--lora-rank", type=int, default=None)
-    c.add_argument("--pt-dir", default=None, help="PT run folder (default: <out>/../pt-<preset>-<arch>)")
-    c.add_argument("--replay-dir", default=None, help="generative replay corpus folder (default: <out>/../replay-<method>)")
+    c.add_argument("--pt-dir", default=None, help="a finished PT run folder (default: <out>/../pt-<preset>-<arch>, "
+                   "trained first when absent)")
+    c.add_argument("--replay-dir", default=None, help="generative replay corpus folder "
+                   "(default: <out>/../replay-<method>)")
     c.add_argument("--eval-every", type=int, default=None, help="FTA evaluation interval (default: the preset's)")
     c.add_argument("--score-norm", default="j_plus_1", choices=["j_plus_1", "n_queries"], help="STOC token score")
     c.add_argument("--snippet-rule", default="token_argmax", choices=["token_argmax", "window_sum"])
     c.add_argument("--no-minhash", action="store_true", help="generative replay without MinHash deduplication")
     c.add_argument("--lamol-sampler", default="stoc", choices=["stoc", "topk20"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cfka", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("proofs", help="run every proof check (float64) and print the claims table",
+                       description="Every proof check in float64: one table (PASS / FAIL / REFUTED), one PNG per "
+                                   "lemma. Exits 0 only when no claim fails.")
+    p.add_argument("--out", default="runs/proofs", help="folder for proofs.txt and the PNG plots")
+    p.add_argument("--only", default=None, help="run only checks whose module name contains this")
+    pt = sub.add_parser("pt", help="pre-train on the Biography PT population",
+                        description="Pre-training on the Biography PT population (resumable).")
+    _add_run_args(pt, "runs/pt-smoke-qwen")
+    c = sub.add_parser("cpt", help="continual pre-training from the PT run of the preset",
+                       description="Continual pre-training on the Biography CPT population from a finished PT run "
+                                   "(resumable): naive, EWC, real or generative replay; full, freeze or LoRA.")
+    _add_run_args(c, "runs/cpt-smoke")
+    _add_cpt_args(c)
+    for name, (_, _, text) in PASSTHROUGH.items():
+        sub.add_parser(name, help=f"{text}; see `cfka {name} --help`", add_help=False)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _run(argv: list[str]) -> int:
     if argv and argv[0] in PASSTHROUGH:
         return _passthrough(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "proofs":
         return _proofs(args)
-    if args.command in ("pt", "cpt"):
-        return _biography(args)
-    raise AssertionError(f"unhandled command {args.command}")
+    return _biography(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs one subcommand; user errors become one message on stderr and exit status 2."""
+    from cfka_jax.train.loop import NonFiniteError
+
+    argv = sys.argv[1:] if argv is None else argv
+    command = f"cfka {argv[0]}" if argv and not argv[0].startswith("-") else "cfka"
+    try:
+        return _run(argv)
+    except NonFiniteError as err:
+        if os.environ.get("CFKA_TRACEBACK"):
+            raise
+        print(f"{command}: stopped: {err}", file=sys.stderr)
+        return 1
+    except (ValueError, OSError) as err:  # the project's errors name the option, file or folder
+        if os.environ.get("CFKA_TRACEBACK"):
+            raise
+        print(f"{command}: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
-"""The ``cfka`` command line: every subcommand parses and dispatches to an importable entry point."""
+"""The ``cfka`` command line: every subcommand parses and dispatches to an importable entry point; bad values of
+every subcommand give one error line naming the option or path, exit status 2, and write nothing."""
 
 import importlib
+import os
 
 import pytest
 
@@ -9,7 +11,7 @@ from cfka_jax import cli
 
 @pytest.mark.parametrize("command", sorted(cli.PASSTHROUGH))
 def test_passthrough_entry_points_exist_and_print_help(command, capsys):
-    module, entry = cli.PASSTHROUGH[command]
+    module, entry, _ = cli.PASSTHROUGH[command]
     assert callable(getattr(importlib.import_module(module), entry))
     with pytest.raises(SystemExit) as exit_info:
         cli.main([command, "--help"])
@@ -23,3 +25,49 @@ def test_cpt_parses_generative_replay_switches():
     assert (args.method, args.alpha, args.eval_every) == ("stoc", 0.8, 25)
     assert (switches.score_norm, switches.snippet_rule, switches.minhash) == ("n_queries", "window_sum", False)
     assert switches.tag == "-score_norm=n_queries-snippet_rule=window_sum-minhash=False"
+
+
+MISSING = "/nonexistent/cfka-test"
+BAD = [  # (argv, words the one error line must contain)
+    (["pt", "--seed", "-1"], ["seed"]),
+    (["pt", "--ckpt-every", "-2"], ["ckpt_every"]),
+    (["pt", "--preset", "huge"], ["--preset", "huge"]),
+    (["cpt", "--alpha", "1.5"], ["alpha", "1.5"]),
+    (["cpt", "--method", "replay-all", "--alpha", "0"], ["alpha"]),
+    (["cpt", "--ewc-lambda", "-1"], ["ewc_lambda", "-1"]),
+    (["cpt", "--lora-rank", "0", "--update", "lora"], ["lora_rank"]),
+    (["cpt", "--eval-every", "-5"], ["eval_every"]),
+    (["cpt", "--pt-dir", MISSING], ["--pt-dir", MISSING]),
+    (["cpt", "--method", "dropout"], ["--method", "dropout"]),
+    (["proofs", "--only", "no_such_lemma"], ["--only", "no_such_lemma"]),
+    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--steps", "-1"], ["steps", "-1"]),
+    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--lr", "inf"], ["peak_lr", "inf"]),
+    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--method", "stoc", "--alpha", "1"],
+     ["--alpha"]),
+    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--heldout", "0"], ["--heldout"]),
+    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o"], [MISSING]),
+    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--alpha", "2"], ["alpha", "2"]),
+    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--steps", "0"], ["steps"]),
+    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--methods", "ewc"], ["methods", "ewc"]),
+    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o"], [MISSING]),
+    (["stoc-table", "--preset", "smoke", "--alphas", "0.5,1.5"], ["alpha", "1.5"]),
+    (["stoc-table", "--preset", "smoke", "--kinds", "stoc,gen"], ["kinds", "gen"]),
+    (["sweep", "--config", MISSING + ".toml"], [MISSING]),
+]
+
+
+@pytest.mark.parametrize("argv, words", BAD, ids=[" ".join(a[:4]) for a, _ in BAD])
+def test_bad_values_give_one_error_line_and_exit_2(argv, words, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CFKA_TRACEBACK", raising=False)
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit_info:  # argparse's own errors (unknown choice, bad type)
+        code = exit_info.code
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert code == 2, err
+    assert "Traceback" not in err and "error" in last, err
+    for word in words:
+        assert word in last, (word, last)
+    assert os.listdir(tmp_path) == [], "a rejected command wrote files"

@@ -83,6 +83,7 @@ def _em(run, bundle: DataBundle, sets: dict[str, str], p: Preset, seed: int, dty
 def pretrain(spec: PTSpec, data: DataBundle | None = None) -> RunResult:
     """Runs (or resumes) PT and returns its result; the final parameters are exported to ``<out>/params``."""
     p, folder = spec.scale, RunFolder(spec.out)
+    folder.check(spec, p)
     bundle = _data(p, spec.cache_dir, data)
     folder.start(spec, p)
     model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
@@ -97,18 +98,22 @@ def pretrain(spec: PTSpec, data: DataBundle | None = None) -> RunResult:
                       {"epochs": p.pt.steps / batcher.steps_per_epoch, **em})
 
 
+def _check_pt(spec: CPTSpec, p: Preset, pt: RunResult | None) -> None:
+    """Before any data is built: the PT result passed in is finished; an explicit ``pt_dir`` holds a finished run."""
+    if pt is not None and pt.final.get("step") != p.pt.steps:
+        raise ValueError(f"the PT result passed in is at step {pt.final.get('step')}, expected {p.pt.steps}")
+    if pt is None and spec.pt_dir is not None and RunFolder(spec.pt_folder).final() is None:
+        raise RunFolderError(f"--pt-dir {spec.pt_dir} holds no finished PT run (no final.json); train it with "
+                             f"`cfka pt --preset {spec.preset} --out {spec.pt_dir}` or omit --pt-dir")
+
+
 def _pt_params(spec: CPTSpec, p: Preset, pt: RunResult | None, model: nnx.Module, bundle: DataBundle):
     """The PT run's final (float32 master) parameters: from ``pt`` in memory, or from the PT folder (trained
-    first when the default folder holds no finished run; an explicit ``pt_dir`` must hold one)."""
+    first when the default folder holds no finished run)."""
     if pt is not None:
-        if pt.final.get("step") != p.pt.steps:
-            raise ValueError(f"the PT result passed in is at step {pt.final.get('step')}, expected {p.pt.steps}")
         return pt.params
     folder = RunFolder(spec.pt_folder)
     if folder.final() is None:
-        if spec.pt_dir is not None:
-            raise RunFolderError(f"--pt-dir {spec.pt_dir} holds no finished PT run (no final.json); train it with "
-                                 f"`cfka pt --preset {spec.preset} --out {spec.pt_dir}` or omit --pt-dir")
         print(f"[cpt] no finished PT run in {folder.path}; training it first")
         return pretrain(spec.pt_spec(), bundle).params
     abstract = master_params(nnx.split(model, nnx.Param, ...)[1])
@@ -134,6 +139,8 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
         structure; replay is still sampled from, and EWC still anchored at, the PT parameters.
     """
     p, folder = spec.scale, RunFolder(spec.out)
+    _check_pt(spec, p, pt)
+    folder.check(spec, p)
     bundle = _data(p, spec.cache_dir, data)
     model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
     params = _pt_params(spec, p, pt, model, bundle)

@@ -78,11 +78,11 @@ class RunFolder:
             raise RunFolderError(f"{path}: expected a JSON object, got {type(value).__name__}")
         return value
 
-    def start(self, run: Any, preset: Any) -> None:
-        """Write ``config.json`` for a new run, or check that the folder's run is this one.
+    def check(self, run: Any, preset: Any) -> bool:
+        """Whether the folder already holds this run (False: empty or absent). Writes nothing.
 
         Raises:
-          RunFolderError: the folder holds a different run (every differing field named).
+          RunFolderError: the folder holds a different run (every differing field named), or files but no run.
         """
         new = {"run": _jsonable(run), "preset": _jsonable(preset)}
         stored = self.read_json("config.json")
@@ -91,12 +91,18 @@ class RunFolder:
             if diffs:
                 raise RunFolderError(f"{self.path} holds another run; refusing to resume it as this one (use another "
                                      f"--out or delete the folder):\n  " + "\n  ".join(diffs))
-            return
-        if self.path.exists() and any(self.path.iterdir()):
-            raise RunFolderError(f"{self.path} is not empty and holds no run config.json; refusing to write a run "
-                                 f"into it")
-        self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "config.json").write_text(json.dumps(new, indent=1))
+            return True
+        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            raise RunFolderError(f"{self.path} is not an empty folder and holds no run config.json; refusing to "
+                                 f"write a run into it")
+        return False
+
+    def start(self, run: Any, preset: Any) -> None:
+        """Write ``config.json`` for a new run, or check that the folder's run is this one (:meth:`check`)."""
+        if not self.check(run, preset):
+            self.path.mkdir(parents=True, exist_ok=True)
+            new = {"run": _jsonable(run), "preset": _jsonable(preset)}
+            (self.path / "config.json").write_text(json.dumps(new, indent=1))
 
     def final(self) -> dict | None:
         return self.read_json("final.json")

@@ -245,9 +245,9 @@ class CheckpointDir:
                 damaged.append(str(err).splitlines()[0])
                 continue
             if damaged:
-                warnings.warn(f"skipped unreadable checkpoint(s), resuming from step {step}: " + "; ".join(damaged),
-                              stacklevel=2)
+                warnings.warn(f"skipped unreadable checkpoint(s) {[int(s) for s in steps if s > step]} in "
+                              f"{self.directory}, resuming from step {step} ({'; '.join(damaged)})", stacklevel=2)
             return tree, step
         if damaged:
-            raise CheckpointError("no intact checkpoint in " f"{self.directory}: " + "; ".join(damaged))
+            raise CheckpointError(f"no intact checkpoint in {self.directory}: " + "; ".join(damaged))
         return None

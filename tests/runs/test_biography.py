@@ -80,3 +80,31 @@ def test_bf16_pt_smoke(tmp_path):
                        progress=False, dtype="bfloat16")
     final = bio.pretrain(cfg).final
     assert final["step"] == BIOGRAPHY["smoke"].pt.steps and 0.0 <= final["Original/sFTA"] <= 1.0
+
+
+def test_ewc_under_lora_penalises_the_effective_weights(pt_run):
+    root, _ = pt_run
+    spec = CPTSpec(preset="smoke", method="ewc", update="lora", ewc_lambda=1e6, out=str(root / "cpt-ewc-lora"),
+                   cache_dir=str(root / "cache"), progress=False)
+    result = bio.continual(spec)
+    train = [r for r in result.history if r["kind"] == "train"]
+    assert train[-1]["penalty"] > 0.0  # B ≠ 0 after the first steps: W + (α/r)·A·B has moved from θ*
+    assert result.final["step"] == BIOGRAPHY["smoke"].cpt.steps
+
+
+def test_cli_refuses_to_reuse_another_runs_folder(pt_run, capsys):
+    from cfka_jax import cli
+
+    root, _ = pt_run
+    pt_dir, cache = str(root / "pt-smoke-qwen"), str(root / "cache")
+    before = (root / "pt-smoke-qwen" / "config.json").read_text()
+    assert cli.main(["pt", "--preset", "smoke", "--seed", "1", "--out", pt_dir, "--cache-dir", cache,
+                     "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "holds another run" in err and "run.seed: folder has 0, this run has 1" in err
+    assert (root / "pt-smoke-qwen" / "config.json").read_text() == before
+    naive = str(root / "cpt-naive-reuse")
+    bio.continual(CPTSpec(preset="smoke", out=naive, pt_dir=pt_dir, cache_dir=cache, progress=False))
+    assert cli.main(["cpt", "--preset", "smoke", "--method", "replay-all", "--out", naive, "--pt-dir", pt_dir,
+                     "--cache-dir", cache, "--no-progress"]) == 2
+    assert "run.method: folder has 'naive', this run has 'replay-all'" in capsys.readouterr().err
