@@ -91,6 +91,8 @@ def _plot(flow, gd, out_dir, dt_log):
     b.loglog(STEP_SCALES, gd, "o-", label="measured GD drift of c_s")
     b.loglog(STEP_SCALES, [gd[0] * h / STEP_SCALES[0] for h in STEP_SCALES], "k--", label="slope 1")
     b.set(xlabel="step scale h (rates h·η)", ylabel="relative drift over τ=20", title="Drift vs step size")
+    b.set_xticks(STEP_SCALES, [f"{h:g}" for h in STEP_SCALES])
+    b.xaxis.set_minor_formatter(plt.NullFormatter())
     b.legend()
     save_figure(fig, out_dir, "conservation")
 

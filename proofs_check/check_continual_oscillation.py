@@ -81,9 +81,10 @@ def _plot(out_dir, t, meas_t, pred_t, lam, amp_m, amp_se, amp_p, slopes, sd_m, s
     bx.errorbar(lam, amp_m, yerr=amp_se, fmt="o", label=f"measured (slope {slopes[0]:.2f} ± {slopes[1]:.2f})")
     bx.plot(lam, amp_p, "k+", ms=12, label=f"predicted (slope {slopes[2]:.3f})")
     for i, (x, y, a) in enumerate(zip(lam, amp_p, ALPHAS)):
-        bx.annotate(f"α={a:g}", (x, y), fontsize=7, xytext=(4, -12 - 9 * (i % 2)), textcoords="offset points")
+        bx.annotate(f"α={a:g}", (x, y), fontsize=7, xytext=(4, -12 - 9 * i), textcoords="offset points")
     bx.set(xlabel="λ⁺_min(H̃_s) at θ_α", ylabel="amplitude A = √tr Cov(e_s) at t = 2000",
            title="e_s amplitude vs λ⁺_min of the mixture H̃_s\n(ln-ln slopes fitted across α)")
+    bx.xaxis.set_major_locator(plt.MaxNLocator(4))
     bx.legend(fontsize=7)
     cx.plot(ALPHAS, sd_m, "o", label="measured (128 seeds)")
     cx.plot(ALPHAS, sd_p, "k+", ms=12, label="linear theory √(∇Pᵀ Σ ∇P)")

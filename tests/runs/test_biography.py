@@ -108,3 +108,10 @@ def test_cli_refuses_to_reuse_another_runs_folder(pt_run, capsys):
     assert cli.main(["cpt", "--preset", "smoke", "--method", "replay-all", "--out", naive, "--pt-dir", pt_dir,
                      "--cache-dir", cache, "--no-progress"]) == 2
     assert "run.method: folder has 'naive', this run has 'replay-all'" in capsys.readouterr().err
+
+
+def test_ckpt_every_overrides_the_preset_interval():
+    assert PTSpec(preset="small", ckpt_every=7).scale.pt.ckpt_every == 7
+    assert PTSpec(preset="small").scale.pt.ckpt_every == BIOGRAPHY["small"].pt.ckpt_every
+    spec = CPTSpec(preset="small", ckpt_every=0, eval_every=5)
+    assert (spec.scale.cpt.ckpt_every, spec.scale.cpt.eval_every) == (0, 5)
