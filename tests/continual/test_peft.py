@@ -12,8 +12,8 @@ import pytest
 
 from cfka_jax.continual import peft
 from cfka_jax.models import PythiaConfig, PythiaModel, QwenConfig, QwenModel, pythia, qwen
-from tests import tolerances
-from tests.models import forward
+from tests.models.parity import forward
+from tests.tolerances import F32
 
 PYTHIA = PythiaConfig(
     vocab_size=43, hidden_size=30, num_attention_heads=3, intermediate_size=37, num_hidden_layers=3,
@@ -60,7 +60,7 @@ def test_lora_with_zero_b_equals_the_base_model(cfg):
     assert len(peft._lora_layers(adapted)) == cfg.num_hidden_layers * len(peft.DEFAULT_TARGETS[type(adapted).__name__])
     # x @ A @ 0 adds exact zeros; XLA may still fuse the adds differently, hence the op tolerance, not equality
     np.testing.assert_allclose(np.asarray(forward(adapted, TOKENS).logits), np.asarray(base), rtol=0,
-                               atol=tolerances.F32_OP_ATOL)
+                               atol=F32.op_atol)
 
 
 def test_lora_targets_only_the_named_linears_and_rejects_unknown_names():
@@ -108,11 +108,11 @@ def test_merge_and_unload_gives_the_adapted_function_in_the_original_architectur
     assert tensors.keys() == family.export(_model(cfg)).keys()
     with jax.default_matmul_precision("float32"):
         merged = forward(plain, TOKENS).logits
-    np.testing.assert_allclose(np.asarray(merged), np.asarray(adapted), rtol=0, atol=tolerances.F32_MODEL_ATOL)
+    np.testing.assert_allclose(np.asarray(merged), np.asarray(adapted), rtol=0, atol=F32.model_atol)
     before = jax.tree.map(np.asarray, nnx.state(model, nnx.Param))
     peft.unmerge_lora(peft.merge_lora(model))
     for x, y in zip(jax.tree.leaves(before), jax.tree.leaves(nnx.state(model, nnx.Param)), strict=True):
-        np.testing.assert_allclose(np.asarray(y), x, rtol=0, atol=tolerances.F32_OP_ATOL)
+        np.testing.assert_allclose(np.asarray(y), x, rtol=0, atol=F32.op_atol)
 
 
 def _one_adamw_step(model, wrt):

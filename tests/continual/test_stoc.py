@@ -7,7 +7,7 @@ from flax import nnx
 
 from cfka_jax.continual import stoc
 from tests.helpers import VOCAB, tiny_model
-from tests.tolerances import F32_EXACT_RTOL, F32_OP_ATOL
+from tests.tolerances import F32
 
 
 def _random_causal_attention(rng, b, s):
@@ -28,7 +28,7 @@ def test_token_scores_match_a_loop_over_valid_queries(norm):
                 continue
             col = sum(abar[b, i, j] for i in range(j, length))
             denom = j + 1 if norm == "j_plus_1" else length - j
-            np.testing.assert_allclose(got[b, j], col / denom, rtol=F32_EXACT_RTOL)
+            np.testing.assert_allclose(got[b, j], col / denom, rtol=F32.exact_rtol)
 
 
 def test_unknown_norm_raises():
@@ -47,7 +47,7 @@ def test_attention_scores_average_layers_and_query_heads_and_ignore_padding():
         assert att.shape[:2] == (2, 6)
         abar = att.mean(axis=(0, 1))
         expected = abar.sum(axis=0) / (np.arange(len(doc)) + 1)
-        np.testing.assert_allclose(scores, expected, rtol=F32_EXACT_RTOL, atol=F32_OP_ATOL)
+        np.testing.assert_allclose(scores, expected, rtol=F32.exact_rtol, atol=F32.op_atol)
     assert nnx.state(model) is not None  # the model is left usable
 
 

@@ -7,6 +7,7 @@ import pytest
 from cfka_jax.eval.fluency import fluency, fluency_layout, soft_token_sums
 from cfka_jax.train.step import make_eval_logits
 from tests.helpers import VOCAB, split, tiny_model
+from tests.tolerances import F32
 
 EOS, SEQ = 0, 7
 
@@ -67,7 +68,7 @@ def test_packed_matches_direct_loop(setup):
     assert dropped > 0  # the fixture puts scored tokens at chunk position 0
     layout = fluency_layout(docs, idx, mode="packed", seq_len=SEQ, eos_id=EOS)
     got = fluency(logits_fn, params, layout, batch_size=3)  # 7 chunks: the last batch is padded
-    np.testing.assert_allclose(got["fluency"], want, rtol=1e-5)
+    np.testing.assert_allclose(got["fluency"], want, rtol=F32.exact_rtol)
     assert got["n"] == n and got["dropped_pos0"] == dropped
 
 
@@ -76,7 +77,7 @@ def test_per_example_matches_each_sequence_alone(setup):
     want, n = _loop_alone(forward, docs, idx)
     layout = fluency_layout(docs, idx, mode="per_example", eos_id=EOS)
     got = fluency(logits_fn, params, layout, batch_size=3)
-    np.testing.assert_allclose(got["fluency"], want, rtol=1e-5)
+    np.testing.assert_allclose(got["fluency"], want, rtol=F32.exact_rtol)
     assert got["n"] == n and got["dropped_pos0"] == 1
     packed = fluency(logits_fn, params, fluency_layout(docs, idx, seq_len=SEQ, eos_id=EOS), batch_size=3)
     assert abs(packed["fluency"] - got["fluency"]) > 1e-4  # context from earlier examples changes the score
@@ -87,7 +88,7 @@ def test_stride_reads_the_reference_subsample(setup):
     layout = fluency_layout(docs, idx, seq_len=SEQ, eos_id=EOS)
     got = fluency(logits_fn, params, layout, batch_size=3, stride=2)  # rows [0, 3) and [6, 7) of 7 chunks
     want, n, dropped = _loop_packed(forward, docs, idx, chunks={0, 1, 2, 6})
-    np.testing.assert_allclose(got["fluency"], want, rtol=1e-5)
+    np.testing.assert_allclose(got["fluency"], want, rtol=F32.exact_rtol)
     assert got["n"] == n and got["dropped_pos0"] == dropped
 
 
@@ -97,7 +98,7 @@ def test_soft_sums_ignore_unmasked_non_finite_rows():
     tokens = np.array([[1, 2, 3], [1, 2, 3]], np.int32)
     mask = np.array([[1, 1, 0], [0, 0, 0]], np.float32)  # column 0 never counts
     s, c = jax.jit(soft_token_sums)(logits, tokens, mask)
-    np.testing.assert_allclose(float(s), 0.2, rtol=1e-6)
+    np.testing.assert_allclose(float(s), 0.2, rtol=F32.few_ulps)
     assert float(c) == 1.0
 
 

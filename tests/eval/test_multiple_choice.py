@@ -18,7 +18,7 @@ from cfka_jax.data import mmlu
 from cfka_jax.eval import multiple_choice as mc
 from cfka_jax.data.tokenize import train_word_tokenizer
 from cfka_jax.models.qwen import QwenConfig, QwenModel
-from tests.tolerances import F32_MODEL_ATOL
+from tests.tolerances import F32
 
 LAW = [("Who may hear an appeal?", ["a judge", "a clerk", "a juror", "a bailiff"], "A"),
        ("What binds two parties?", ["a statute", "a contract", "a verdict", "a motion"], "B"),
@@ -135,7 +135,7 @@ def test_batched_scorer_matches_unpadded_per_example_forward(files, tok):
     got = mc.choice_logits(score, params, enc, batch_size=cfg.batch_size, pad_id=tok.pad_token_id, max_length=512)
     last_logits = nnx.jit(lambda m, tokens_1S: m(tokens_1S).logits[0, -1])  # no mask, no padding, one row
     want = np.stack([np.asarray(last_logits(model, jnp.asarray(t)[None]))[letters] for t in enc.tokens])
-    np.testing.assert_allclose(got, want, atol=F32_MODEL_ATOL, rtol=0)
+    np.testing.assert_allclose(got, want, atol=F32.model_atol, rtol=0)
     sets = {"Math": mc.encode_questions(qs[:2], tok, cfg, dev), "Law": mc.encode_questions(qs[2:], tok, cfg, dev)}
     report = mc.evaluate_sets(score, params, sets, cfg, pad_id=tok.pad_token_id)
     correct = want.argmax(1) == enc.answers

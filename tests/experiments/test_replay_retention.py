@@ -9,6 +9,7 @@ from cfka_jax.data.pipeline import build_data
 from cfka_jax.runs.biography import build_model
 from cfka_jax.runs.presets import BIOGRAPHY as PRESETS
 from experiments.replay_retention import occurrence_soft
+from tests.tolerances import F32
 
 
 def test_mean_of_occurrence_soft_is_sfta(tmp_path):
@@ -19,4 +20,4 @@ def test_mean_of_occurrence_soft_is_sfta(tmp_path):
     packed, targets = bundle.eval["pt_test"]
     soft = occurrence_soft(logits_fn, params, packed, targets, batch=7)
     assert soft.shape == targets.chunk.shape and (soft > 0).all()
-    np.testing.assert_allclose(soft.mean(), fta(logits_fn, params, packed, targets)["sFTA"], rtol=1e-5)
+    np.testing.assert_allclose(soft.mean(), fta(logits_fn, params, packed, targets)["sFTA"], rtol=F32.exact_rtol)

@@ -11,7 +11,7 @@ import pytest
 from cfka_jax.models import QwenConfig, QwenModel
 from cfka_jax.models import generate as gen
 from cfka_jax.models.generate import SamplerConfig
-from tests import tolerances
+from tests.tolerances import F32
 
 NEG_INF = -np.inf
 
@@ -88,7 +88,7 @@ def test_processor_chain_matches_hf_logits_processors():
         ref = _hf_reference(logits, seen_ids, dataclasses.replace(cfg, top_k=cfg.top_k or 29))
         np.testing.assert_array_equal(np.isneginf(ours), np.isneginf(ref))
         finite = np.isfinite(ref)
-        np.testing.assert_allclose(ours[finite], ref[finite], rtol=0, atol=tolerances.F32_OP_ATOL)
+        np.testing.assert_allclose(ours[finite], ref[finite], rtol=0, atol=F32.op_atol)
 
 
 def test_sampler_config_validates():
@@ -180,7 +180,7 @@ def test_generate_rejects_bad_lengths(model, key):
 def _case(family: str, tmp_path_factory):
     import transformers
 
-    from tests.models import Case
+    from tests.models.parity import Case
 
     if family == "pythia":
         from tests.models.pythia.test_parity import CASES
@@ -201,7 +201,7 @@ def _case(family: str, tmp_path_factory):
 @pytest.mark.parametrize("family", ["pythia", "qwen"])
 def test_greedy_batched_generation_matches_hf_generate_per_prompt(family, tmp_path_factory, key):
     pytest.importorskip("torch")
-    from tests.models import NEW_TOKENS, hf_generate
+    from tests.models.parity import NEW_TOKENS, hf_generate
 
     case = _case(family, tmp_path_factory)
     prompts = [case.tokens[0].tolist(), case.tokens[1, 4:].tolist()]  # lengths 13 and 9, right-padded here

@@ -11,8 +11,8 @@ from safetensors.numpy import save_file
 
 from cfka_jax import models
 from cfka_jax.models import QwenConfig, QwenModel, hub, pythia, qwen
-from tests import tolerances
-from tests.models import forward, randomize_hf
+from tests.models.parity import forward, randomize_hf
+from tests.tolerances import BF16
 
 TINY_QWEN3 = dict(
     model_type="qwen3", vocab_size=53, hidden_size=31, head_dim=8, intermediate_size=43, num_hidden_layers=2,
@@ -143,7 +143,7 @@ def test_bf16_checkpoint(tmp_path):
     with torch.no_grad():
         ref = hf.float()(torch.tensor(tokens)).logits.numpy()
     assert np.abs(ref).max() > 1.0  # O(1) logits, so the bf16 tolerance is meaningful
-    np.testing.assert_allclose(out.logits, ref, rtol=0, atol=tolerances.BF16_MODEL_ATOL)
+    np.testing.assert_allclose(out.logits, ref, rtol=0, atol=BF16.model_atol)
     models.save_pretrained(model, tmp_path / "out")
     back = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
     assert back.model.embed_tokens.weight.dtype == torch.bfloat16

@@ -7,8 +7,8 @@ import pytest
 
 from cfka_jax.models import layers
 from cfka_jax.models.outputs import KVCache
-from tests import tolerances
-from tests.models import forward
+from tests.models.parity import forward
+from tests.tolerances import F32
 
 B, S, N, K, H = 2, 7, 6, 2, 10
 
@@ -41,7 +41,7 @@ def test_rope_matches_pairwise_rotation(key, rotary_dim):
         return layers.apply_rope(x, cos, sin)
 
     want = _rope_reference(x, positions, rotary_dim, 100.0)
-    np.testing.assert_allclose(run(x, positions), want, rtol=0, atol=tolerances.F32_OP_ATOL)
+    np.testing.assert_allclose(run(x, positions), want, rtol=0, atol=F32.op_atol)
     np.testing.assert_array_equal(run(x, positions)[..., rotary_dim:], x[..., rotary_dim:])
 
 
@@ -59,8 +59,8 @@ def test_rope_scores_depend_on_relative_position_only(key):
     def score(m, n):
         return float(_score(jnp.int32(m), jnp.int32(n)))
 
-    np.testing.assert_allclose(score(5, 2), score(13, 10), atol=tolerances.F32_OP_ATOL)
-    assert abs(score(5, 2) - score(5, 3)) > 10 * tolerances.F32_OP_ATOL
+    np.testing.assert_allclose(score(5, 2), score(13, 10), atol=F32.op_atol)
+    assert abs(score(5, 2) - score(5, 3)) > 10 * F32.op_atol
 
 
 def test_odd_rotary_dim_rejected():
@@ -77,8 +77,8 @@ def test_norms_match_formulas(key):
     rms = xn / np.sqrt((xn**2).mean(-1, keepdims=True) + 1e-6) * sn
     got_ln = jax.jit(layers.layer_norm, static_argnums=3)(x, scale, bias, 1e-5)
     got_rms = jax.jit(layers.rms_norm, static_argnums=2)(x, scale, 1e-6)
-    np.testing.assert_allclose(got_ln, ln, atol=tolerances.F32_OP_ATOL)
-    np.testing.assert_allclose(got_rms, rms, atol=tolerances.F32_OP_ATOL)
+    np.testing.assert_allclose(got_ln, ln, atol=F32.op_atol)
+    np.testing.assert_allclose(got_rms, rms, atol=F32.op_atol)
 
 
 def _attention_reference(q, k, v, mask):
@@ -101,10 +101,10 @@ def test_gqa_attention_matches_repeated_kv_reference(key):
     want_out, want_probs = _attention_reference(q, k, v, mask)
     rows = np.ones((B, S), bool)
     rows[1, :2] = False  # fully masked padding queries are arbitrary (uniform here), skip them
-    np.testing.assert_allclose(np.asarray(out)[rows], want_out[rows], atol=tolerances.F32_OP_ATOL)
+    np.testing.assert_allclose(np.asarray(out)[rows], want_out[rows], atol=F32.op_atol)
     by_query = (0, 2, 1, 3)
     np.testing.assert_allclose(
-        np.transpose(probs, by_query)[rows], np.transpose(want_probs, by_query)[rows], atol=tolerances.F32_OP_ATOL
+        np.transpose(probs, by_query)[rows], np.transpose(want_probs, by_query)[rows], atol=F32.op_atol
     )
     assert np.isfinite(np.asarray(out)).all()
 
@@ -141,7 +141,7 @@ def test_norms_match_torch(key):
     t = torch.nn.functional.layer_norm(
         torch.tensor(np.asarray(x)), (13,), torch.tensor(np.asarray(scale)), torch.tensor(np.asarray(bias)), 1e-5
     )
-    np.testing.assert_allclose(layers.layer_norm(x, scale, bias, 1e-5), t.numpy(), atol=tolerances.F32_OP_ATOL)
+    np.testing.assert_allclose(layers.layer_norm(x, scale, bias, 1e-5), t.numpy(), atol=F32.op_atol)
 
 
 def test_step_mask_accepts_a_mask_over_all_cache_slots():

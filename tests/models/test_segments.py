@@ -8,7 +8,7 @@ from flax import nnx
 
 from cfka_jax.models.pythia import PythiaConfig, PythiaModel
 from tests.helpers import tiny_model
-from tests.tolerances import F32_MODEL_ATOL
+from tests.tolerances import F32
 
 
 def _pythia():
@@ -29,8 +29,8 @@ def test_packed_row_with_segments_equals_documents_alone(make):
     packed = call(state, jnp.asarray(row), jnp.asarray(pos), jnp.asarray(seg))
     alone1 = call(state, jnp.asarray(d1[None]), jnp.asarray(pos[:, :5]), jnp.ones((1, 5), jnp.int32))
     alone2 = call(state, jnp.asarray(d2[None]), jnp.asarray(pos[:, 5:]), jnp.ones((1, 6), jnp.int32))
-    np.testing.assert_allclose(packed[:, :5], alone1, atol=F32_MODEL_ATOL)
-    np.testing.assert_allclose(packed[:, 5:], alone2, atol=F32_MODEL_ATOL)
+    np.testing.assert_allclose(packed[:, :5], alone1, atol=F32.model_atol)
+    np.testing.assert_allclose(packed[:, 5:], alone2, atol=F32.model_atol)
     unmasked = call(state, jnp.asarray(row), jnp.asarray(pos), jnp.ones_like(jnp.asarray(seg)))
     assert float(jnp.max(jnp.abs(unmasked[:, 5:] - alone2))) > 1e-3  # without segments document 2 sees document 1
 

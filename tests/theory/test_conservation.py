@@ -8,7 +8,7 @@ from cfka_jax.theory.conservation import derived_quantity, quoted_quantity, rela
 from cfka_jax.theory.model import init_yz
 from cfka_jax.theory.train import Rates, SGDConfig, gradient_flow
 from cfka_jax.theory.world import WorldConfig, make_world
-from tests.tolerances import F64_FLOW_RTOL
+from tests.tolerances import F64
 
 
 @settings(max_examples=8, deadline=None)
@@ -21,11 +21,11 @@ def test_derived_quantity_conserved_under_gradient_flow(seed, eta_z):
         obs = lambda q: jnp.stack([derived_quantity(q, w, 1.0, eta_z), quoted_quantity(q, w, 1.0, eta_z),
                                    q.Z[:, w.query_token] ** 2 / eta_z, q.Z[:, w.query_token] ** 2 / eta_z**2])
         _, tr = gradient_flow(p, w, Rates(1.0, eta_z), 0.05, cfg=SGDConfig(steps=100, log_every=20), observe=obs)
-        assert float(relative_drift(tr[:, 0], tr[:, 2])) < F64_FLOW_RTOL
+        assert float(relative_drift(tr[:, 0], tr[:, 2])) < F64.flow_rtol
         assert float(relative_drift(tr[:, 1], tr[:, 3])) > 1e-3
 
 
 def test_quantities_coincide_at_equal_rates(x64, key):
     w = make_world(WorldConfig())
     p = init_yz(key, w.vocab_size, scale=0.5)
-    np.testing.assert_allclose(quoted_quantity(p, w, 1.0, 1.0), derived_quantity(p, w, 1.0, 1.0), rtol=1e-12)
+    np.testing.assert_allclose(quoted_quantity(p, w, 1.0, 1.0), derived_quantity(p, w, 1.0, 1.0), rtol=F64.direct_rtol)

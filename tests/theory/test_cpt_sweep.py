@@ -5,6 +5,7 @@ import pytest
 from cfka_jax.theory import cpt as cl
 from cfka_jax.theory import cpt_sweep as cs
 from cfka_jax.theory.cpt_predictions import naive_old_prob
+from tests.tolerances import F64
 
 TINY = cl.ContinualConfig(num_old_subjects=3, num_new_subjects=1, num_changed=1, num_relations=2,
                           objects_per_relation=2, smoothing=0.15, seed=1)
@@ -29,7 +30,7 @@ def test_tiny_sweep_shapes_theory_and_summary(x64, tmp_path):
     spec = cs.SweepSpec(ks=(0.0, 1.0), alphas=(0.8, 1.0), num_seeds=2, steps=20, log_every=10, batch_size=4)
     theory = cs.theory_grid(worlds, spec)
     naive = 1 * spec.alphas.index(1.0)  # k = 0, α = 1
-    np.testing.assert_allclose(theory.old_prob[naive], naive_old_prob(worlds, worlds.old_facts), rtol=1e-12)
+    np.testing.assert_allclose(theory.old_prob[naive], naive_old_prob(worlds, worlds.old_facts), rtol=F64.direct_rtol)
     assert float(theory.old_prob[3]) > float(theory.old_prob[naive])  # EWC k = 1 keeps more than naive
     final_Y, trace = cs.run_grid(worlds, spec, theory, jax.random.key(0))
     assert final_Y.shape == (spec.num_runs, worlds.old.vocab_size, worlds.old.vocab_size)
@@ -47,5 +48,6 @@ def test_gradient_descent_started_at_the_optimum_stays_there(x64):
                         start="optimum", replay="generative")
     theory = cs.theory_grid(worlds, spec)
     final_Y, _ = cs.run_grid(worlds, spec, theory, jax.random.key(0))
-    np.testing.assert_allclose(cl.active_block(final_Y[0], worlds), cl.active_block(theory.Y[0], worlds), atol=1e-10)
+    np.testing.assert_allclose(cl.active_block(final_Y[0], worlds), cl.active_block(theory.Y[0], worlds),
+                               atol=F64.fixed_point_atol)
     assert float(theory.probe_var[0]) == 0.0  # no minibatch noise in population GD

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from cfka_jax.theory.model import (YZParams, attention_weights, init_raw, init_yz, raw_logits, raw_loss, raw_to_yz,
                                    soft_cross_entropy, yz_logits, yz_loss)
 from cfka_jax.theory.world import SlotSpec, WorldConfig, full_batch, make_world
-from tests.tolerances import F32_EXACT_RTOL, F64_EXACT_RTOL
+from tests.tolerances import F32, F64
 
 
 def _world(n_obj=5, sizes=(4, 3), seed=0):
@@ -22,14 +22,14 @@ def test_logits_match_explicit_sum(x64, key):
     for c in range(w.contexts.shape[0]):
         x = w.contexts[c]
         expect = sum(p.Z[x[l], x[-1]] * p.Y[w.objects, x[l]] for l in range(x.shape[0]))
-        np.testing.assert_allclose(got[c], expect, rtol=F64_EXACT_RTOL)
+        np.testing.assert_allclose(got[c], expect, rtol=F64.exact_rtol)
 
 
 def test_attention_weights_read_query_column(key):
     w = _world()
     p = init_yz(key, w.vocab_size, scale=1.0, dtype=jnp.float32)
     z = attention_weights(p.Z, w.contexts)
-    np.testing.assert_allclose(z, p.Z[w.contexts, w.query_token], rtol=F32_EXACT_RTOL)
+    np.testing.assert_allclose(z, p.Z[w.contexts, w.query_token], rtol=F32.exact_rtol)
 
 
 @settings(max_examples=10, deadline=None)
@@ -41,9 +41,9 @@ def test_raw_and_yz_forms_agree(seed, width, head):
         raw = init_raw(jax.random.key(seed), w.vocab_size, width, head, scale=0.5)
         yz = raw_to_yz(raw)
         a, b = raw_logits(raw, w.contexts, w.objects), yz_logits(yz, w.contexts, w.objects)
-        np.testing.assert_allclose(a, b, rtol=F64_EXACT_RTOL, atol=F64_EXACT_RTOL * float(jnp.max(jnp.abs(a))))
+        np.testing.assert_allclose(a, b, rtol=F64.exact_rtol, atol=F64.exact_rtol * float(jnp.max(jnp.abs(a))))
         t = full_batch(w)
-        np.testing.assert_allclose(raw_loss(raw, *t, w.objects), yz_loss(yz, *t, w.objects), rtol=F64_EXACT_RTOL)
+        np.testing.assert_allclose(raw_loss(raw, *t, w.objects), yz_loss(yz, *t, w.objects), rtol=F64.exact_rtol)
 
 
 @settings(max_examples=20, deadline=None)
@@ -56,7 +56,7 @@ def test_column_shift_leaves_loss_invariant(seed, shift_scale):
         c = shift_scale * jax.random.normal(jax.random.key(seed + 1), (1, w.vocab_size))
         shifted = YZParams(p.Y + c, p.Z)
         t = full_batch(w)
-        np.testing.assert_allclose(yz_loss(shifted, *t, w.objects), yz_loss(p, *t, w.objects), rtol=F64_EXACT_RTOL)
+        np.testing.assert_allclose(yz_loss(shifted, *t, w.objects), yz_loss(p, *t, w.objects), rtol=F64.exact_rtol)
 
 
 @settings(max_examples=8, deadline=None)
@@ -68,7 +68,7 @@ def test_soft_cross_entropy_shapes_and_value(b, o, seed):
     got = soft_cross_entropy(logits, targets)
     assert got.shape == ()
     expect = -np.mean(np.asarray(jax.nn.log_softmax(logits))[np.arange(b), np.asarray(labels)])
-    np.testing.assert_allclose(got, expect, rtol=F32_EXACT_RTOL)
+    np.testing.assert_allclose(got, expect, rtol=F32.exact_rtol)
 
 
 def test_raw_gradients_flow_through_every_parameter(key):

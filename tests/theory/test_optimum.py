@@ -7,7 +7,7 @@ from cfka_jax.theory.optimum import (bayes_posterior, column_centred_distance, l
                                      query_attention, reference_optimum)
 from cfka_jax.theory.train import Rates, SGDConfig, train_sgd
 from cfka_jax.theory.world import WorldConfig, make_world
-from tests.tolerances import F64_EXACT_RTOL
+from tests.tolerances import F64
 
 
 def _setup(key):
@@ -22,8 +22,8 @@ def test_u_reproduces_bayes_posterior(x64, key):
     w, z, Z = _setup(key)
     U = jax.jit(reference_optimum)(w, z)
     probs = jax.nn.softmax(yz_logits(YZParams(U, Z), w.contexts, w.objects), axis=-1)
-    np.testing.assert_allclose(probs, bayes_posterior(w), rtol=1e-9)
-    assert float(posterior_kl(YZParams(U, Z), w)) < F64_EXACT_RTOL
+    np.testing.assert_allclose(probs, bayes_posterior(w), rtol=F64.solve_rtol)
+    assert float(posterior_kl(YZParams(U, Z), w)) < F64.exact_rtol
 
 
 def test_u_logit_sum_is_log_joint(x64, key):
@@ -31,15 +31,15 @@ def test_u_logit_sum_is_log_joint(x64, key):
     w, z, Z = _setup(key)
     U = reference_optimum(w, z)
     logits = yz_logits(YZParams(U, Z), w.contexts, w.objects)
-    np.testing.assert_allclose(logits, jnp.log(w.joint), rtol=1e-12)
+    np.testing.assert_allclose(logits, jnp.log(w.joint), rtol=F64.direct_rtol)
 
 
 def test_gap_zero_for_null_moves_and_positive_otherwise(x64, key):
     w, z, Z = _setup(key)
     U = reference_optimum(w, z)
     shift = jnp.ones((w.vocab_size, 1)) * jnp.arange(w.vocab_size, dtype=U.dtype)[None, :]
-    assert float(logit_gap(U + shift, U, Z, w)) < 1e-12
-    assert float(column_centred_distance(U + shift, U, w)) < 1e-12
+    assert float(logit_gap(U + shift, U, Z, w)) < F64.cancel_atol
+    assert float(column_centred_distance(U + shift, U, w)) < F64.cancel_atol
     bump = jnp.zeros_like(U).at[w.objects[0], 0].set(1.0)
     assert float(logit_gap(U + bump, U, Z, w)) > 0.1
 

@@ -6,6 +6,7 @@ import pytest
 from cfka_jax.theory.model import init_yz, yz_loss
 from cfka_jax.theory.train import Rates, SGDConfig, gradient_flow, minibatch, train_sgd
 from cfka_jax.theory.world import WorldConfig, full_batch, make_world
+from tests.tolerances import F32, F64
 
 
 def test_one_step_is_per_block_sgd(x64, key):
@@ -14,8 +15,8 @@ def test_one_step_is_per_block_sgd(x64, key):
     rates = Rates(0.7, 0.03)
     final, _ = train_sgd(p, w, key, rates, cfg=SGDConfig(steps=1), observe=lambda q: ())
     g = jax.grad(yz_loss)(p, *full_batch(w), w.objects)
-    np.testing.assert_allclose(final.Y, p.Y - 0.7 * g.Y, rtol=1e-12)
-    np.testing.assert_allclose(final.Z, p.Z - 0.03 * g.Z, rtol=1e-12)
+    np.testing.assert_allclose(final.Y, p.Y - 0.7 * g.Y, rtol=F64.direct_rtol)
+    np.testing.assert_allclose(final.Z, p.Z - 0.03 * g.Z, rtol=F64.direct_rtol)
 
 
 def test_observations_have_leading_time_axis(key):
@@ -45,7 +46,7 @@ def test_vmap_over_rates_equals_separate_runs(key):
     batched = jax.jit(jax.vmap(run))(eys, ezs)
     for i in range(3):
         single = jax.jit(run)(eys[i], ezs[i])
-        np.testing.assert_allclose(batched.Y[i], single.Y, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(batched.Y[i], single.Y, rtol=F32.exact_rtol, atol=F32.one_ulp)
 
 
 def test_rk4_matches_small_step_gd(x64, key):

@@ -4,7 +4,7 @@ import numpy as np
 
 from cfka_jax.train.losses import masked_mean_nll, next_token_nll
 from cfka_jax.eval.fta import FTACounts, add_counts, exact_match, fta_counts, summarize
-from tests.tolerances import F32_EXACT_RTOL
+from tests.tolerances import F32
 
 
 def test_masked_mean_nll_matches_manual(key):
@@ -15,7 +15,7 @@ def test_masked_mean_nll_matches_manual(key):
     logp = np.asarray(jax.nn.log_softmax(logits, -1))
     manual = [-logp[b, s - 1, int(tokens[b, s])] for b in range(2) for s in range(1, 5) if mask[b, s]]
     assert float(count) == len(manual)
-    np.testing.assert_allclose(loss, np.mean(manual), rtol=F32_EXACT_RTOL)
+    np.testing.assert_allclose(loss, np.mean(manual), rtol=F32.exact_rtol)
     assert next_token_nll(logits, tokens).shape == (2, 4)
 
 
@@ -37,10 +37,10 @@ def test_fta_on_hand_built_case():
     c = jax.jit(fta_counts)(logits, tokens, mask)
     np.testing.assert_allclose(c.count, [1.0, 2.0])
     np.testing.assert_allclose(c.hard, [1.0, 0.0])  # row 0 pos 3 predicts 1 ≠ 3; uniform row: argmax 0 ≠ 3
-    np.testing.assert_allclose(c.soft, [1.0, 0.25], atol=1e-6)
+    np.testing.assert_allclose(c.soft, [1.0, 0.25], atol=F32.few_ulps)
     s = summarize(add_counts(c, FTACounts(*(jnp.zeros(2),) * 3)), ("birthplace", "major"))
     assert s["hFTA/birthplace"] == 1.0 and s["hFTA/major"] == 0.0
-    assert abs(s["hFTA"] - 1 / 3) < 1e-7 and abs(s["sFTA"] - 1.25 / 3) < 1e-6 and s["n"] == 3.0
+    assert abs(s["hFTA"] - 1 / 3) < F32.one_ulp and abs(s["sFTA"] - 1.25 / 3) < F32.few_ulps and s["n"] == 3.0
 
 
 def test_exact_match_is_substring():

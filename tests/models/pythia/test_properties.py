@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cfka_jax.models import PythiaConfig, PythiaModel, pythia
-from tests.models import assert_causal, assert_remat_and_scan_preserve_gradients
+from tests.models.parity import assert_causal, assert_remat_and_scan_preserve_gradients
 
 CFG = PythiaConfig(
     vocab_size=41, hidden_size=28, num_attention_heads=2, intermediate_size=31, num_hidden_layers=3,

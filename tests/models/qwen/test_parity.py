@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.models import Case, ParitySuite  # noqa: E402
+from tests.models.parity import Case, ParitySuite  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

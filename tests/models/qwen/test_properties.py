@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cfka_jax.models import QwenConfig, QwenModel, qwen
-from tests.models import assert_causal, assert_remat_and_scan_preserve_gradients
+from tests.models.parity import assert_causal, assert_remat_and_scan_preserve_gradients
 
 CFG = QwenConfig(
     model_type="qwen3", vocab_size=41, hidden_size=23, head_dim=6, intermediate_size=29, num_hidden_layers=3,

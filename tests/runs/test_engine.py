@@ -1,0 +1,144 @@
+"""The run engine (cfka_jax/runs/engine.py): ``train_lm`` keeps the whole history in memory, ``finish_run`` writes
+``final.json`` from it; a resumed run holds every step once and reproduces the uninterrupted one."""
+
+import functools
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from cfka_jax.runs.engine import TrainedRun, best_step, finish_run, train_lm
+from cfka_jax.runs.folder import RunFolder
+from cfka_jax.train.loop import LoopConfig
+from cfka_jax.train.optim import OptimConfig
+from cfka_jax.train.step import lm_loss
+from tests.helpers import batch, tiny_model
+
+OPT = OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=1, total_steps=4)
+LOOP = LoopConfig(steps=4, log_every=1, eval_every=2, ckpt_every=2, progress=False)
+EVAL_BATCH = batch(99)
+
+
+@functools.partial(jax.jit, static_argnums=1)  # one compilation for every run of the module (equal graphdefs)
+def _eval_nll(params, graphdef, rest):
+    return lm_loss(params, graphdef, rest, EVAL_BATCH)[0]
+
+
+def evaluate_factory(graphdef, rest):
+    """A deterministic evaluation with one FTA-named metric (exp(−NLL) of a held-out batch) and two others."""
+
+    def evaluate(params, step):
+        loss = float(_eval_nll(params, graphdef, rest))
+        return {"Original/hFTA": math.exp(-loss), "Original/loss": loss, "Original/n": 3.0}
+
+    return evaluate
+
+
+def _train(path, batch_at=batch) -> TrainedRun:
+    return train_lm(tiny_model(), batch_at, opt=OPT, loop=LOOP, folder=RunFolder(path),
+                    evaluate_factory=evaluate_factory)
+
+
+def _steps(history):
+    return [(r["kind"], r["step"]) for r in history]
+
+
+def _without_time(history):
+    return [{k: v for k, v in r.items() if k != "time_s"} for r in history]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    path = tmp_path_factory.mktemp("engine") / "run"
+    return path, _train(path)
+
+
+def test_history_is_what_metrics_jsonl_holds(run):
+    path, trained = run
+    assert trained.history == RunFolder(path).metrics.records()
+    assert _steps(trained.history) == [("eval", 0), ("train", 1), ("train", 2), ("eval", 2), ("train", 3),
+                                       ("train", 4), ("eval", 4)]
+    assert trained.step == 4 and [r["step"] for r in trained.evals()] == [0, 2, 4]
+    assert trained.history[-1]["Original/loss"] < trained.history[0]["Original/loss"]  # it trained
+
+
+def test_last_eval_record_is_of_the_returned_parameters(run):
+    _, trained = run
+    now = evaluate_factory(trained.graphdef, trained.rest)(trained.params, trained.step)
+    assert trained.eval_at(4) == now
+    assert trained.eval_at(3) == {}
+
+
+def test_best_step_picks_the_highest_eval_and_keeps_fta_metrics():
+    history = [
+        {"kind": "eval", "step": 0, "Original/hFTA": 0.1, "Original/sFTA": 0.3, "Original/n": 5.0},
+        {"kind": "train", "step": 1, "Original/hFTA": 0.9},  # train records never count
+        {"kind": "eval", "step": 2, "Original/hFTA": 0.4, "Original/sFTA": 0.2, "Original/n": 5.0,
+         "Original/per/hFTA": 0.7},
+        {"kind": "eval", "step": 4, "Original/hFTA": 0.3, "Original/sFTA": 0.5, "Original/n": 5.0},
+    ]
+    assert best_step(history, "Original/hFTA") == {"best[Original/hFTA]/step": 2,
+                                                   "best[Original/hFTA]/Original/hFTA": 0.4,
+                                                   "best[Original/hFTA]/Original/sFTA": 0.2}
+    assert best_step(history, "Original/sFTA")["best[Original/sFTA]/step"] == 4
+    assert best_step(history, "Continual/hFTA") == {}
+
+
+def test_resumed_run_holds_every_step_once_and_equals_the_uninterrupted_run(run, tmp_path):
+    _, full = run
+
+    class Killed(Exception):
+        pass
+
+    def dies_at_step_3(t):
+        if t == 3:
+            raise Killed
+        return batch(t)
+
+    with pytest.raises(Killed):  # steps 1-3 logged, the last checkpoint is step 2
+        _train(tmp_path / "run", dies_at_step_3)
+    assert ("train", 3) in _steps(RunFolder(tmp_path / "run").metrics.records())
+    resumed = _train(tmp_path / "run")
+    assert resumed.history == RunFolder(tmp_path / "run").metrics.records()
+    assert _steps(resumed.history) == _steps(full.history)  # every step once, in order
+    assert _without_time(resumed.history) == _without_time(full.history)
+    for a, b in zip(jax.tree.leaves(resumed.params), jax.tree.leaves(full.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_finish_run_writes_the_last_eval_record_to_final_json(run):
+    path, trained = run
+
+    def never(params, step):
+        raise AssertionError("finish_run re-evaluated a step the history already holds")
+
+    result = finish_run(RunFolder(path), never, trained, extra={"method": "naive"})
+    on_disk = json.loads((path / "final.json").read_text())
+    assert on_disk == result.final == RunFolder(path).final()
+    last = trained.evals()[-1]
+    assert on_disk["step"] == last["step"] == 4 and on_disk["method"] == "naive"
+    assert {k: on_disk[k] for k in last if k not in ("kind", "step")} == {
+        k: v for k, v in last.items() if k not in ("kind", "step")}
+    best = max(trained.evals(), key=lambda r: r["Original/hFTA"])
+    assert on_disk["best[Original/hFTA]/step"] == best["step"]
+    assert on_disk["best[Original/hFTA]/Original/hFTA"] == best["Original/hFTA"]
+    assert not any(k.startswith("best[Continual/hFTA]") for k in on_disk)  # no such metric in this run
+    assert result.history is trained.history and result.params is trained.params
+
+
+def test_finish_run_evaluates_when_the_history_has_no_final_eval(run, tmp_path):
+    _, trained = run
+    calls = []
+
+    def evaluate(params, step):
+        calls.append(step)
+        return evaluate_factory(trained.graphdef, trained.rest)(params, step)
+
+    no_final_eval = TrainedRun(trained.state, trained.graphdef, trained.rest,
+                               [r for r in trained.history if r["step"] < 4])
+    result = finish_run(RunFolder(tmp_path), evaluate, no_final_eval, extra={})
+    assert calls == [4]
+    assert result.final == {"step": 4, **trained.eval_at(4), **best_step(no_final_eval.history, "Original/hFTA")}
+    assert json.loads((tmp_path / "final.json").read_text()) == result.final
