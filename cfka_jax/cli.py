@@ -67,7 +67,7 @@ def _biography(args: argparse.Namespace) -> int:
     from cfka_jax.runs.specs import CPTSpec, PTSpec
 
     common = dict(preset=args.preset, out=args.out, arch=args.arch, seed=args.seed, cache_dir=args.cache_dir,
-                  progress=not args.no_progress, dtype=args.dtype, ckpt_every=args.ckpt_every)
+                  progress=not args.no_progress, dtype=args.dtype, ckpt_every=args.ckpt_every, mesh=args.mesh)
     if args.command == "pt":
         result = bio.pretrain(PTSpec(**common))
     else:
@@ -100,6 +100,8 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
                    help="bfloat16: float32 master weights, bf16 forward/backward, float32 loss")
     p.add_argument("--ckpt-every", type=int, default=None,
                    help="checkpoint interval in steps (default: the preset's; 0 = only at the end)")
+    p.add_argument("--mesh", default=None, help="shard the run over devices, e.g. data=2,fsdp=4 or auto "
+                   "(axes data, fsdp, tensor; docs/scale.md)")
 
 
 def _add_cpt_args(c: argparse.ArgumentParser) -> None:

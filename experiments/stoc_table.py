@@ -75,6 +75,7 @@ class TableConfig:
     replay: ReplaySwitches = ReplaySwitches()
     cache_dir: str = "runs/data-cache"
     progress: bool = True
+    mesh: str | None = None
 
     def __post_init__(self):
         if not set(self.kinds) <= set(GENERATIVE) or not set(self.updates) <= set(UPDATES):
@@ -170,13 +171,13 @@ def main(cfg: TableConfig) -> dict:
     pt_dir = out / f"pt-{cfg.preset}-{cfg.arch}"
     data = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
     pt = pretrain(PTSpec(preset=cfg.preset, out=str(pt_dir), arch=cfg.arch, cache_dir=cfg.cache_dir,
-                         progress=cfg.progress), data)
+                         progress=cfg.progress, mesh=cfg.mesh), data)
     results: dict[Row, dict] = {}
     histories: dict[Row, list] = {}
     for row in table_rows(cfg.alphas, cfg.kinds, cfg.updates):
         spec = CPTSpec(preset=cfg.preset, out=str(out / row.folder), method=row.method, update=row.update,
                        alpha=row.alpha or 0.5, arch=cfg.arch, pt_dir=str(pt_dir), cache_dir=cfg.cache_dir,
-                       progress=cfg.progress, replay=cfg.replay,
+                       progress=cfg.progress, replay=cfg.replay, mesh=cfg.mesh,
                        eval_every=cfg.eval_every or max(1, BIOGRAPHY[cfg.preset].cpt.steps // 8))
         run = continual(spec, pt, data)
         results[row], histories[row] = run.final, run.history
@@ -212,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--cache-dir", default="runs/data-cache")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--report-only", action="store_true", help="rewrite the table from finished runs, train nothing")
+    ap.add_argument("--mesh", default=None, help="shard every run over devices, e.g. data=2,fsdp=4 (docs/scale.md)")
     return ap
 
 
@@ -222,7 +224,7 @@ def cli(argv: list[str]) -> int:
     (report if a.report_only else main)(TableConfig(preset=a.preset, out=a.out or f"runs/stoc-{a.preset}", arch=a.arch,
                      alphas=tuple(float(x) for x in a.alphas.split(",")), kinds=tuple(a.kinds.split(",")),
                      updates=tuple(a.updates.split(",")), eval_every=a.eval_every, replay=switches,
-                     cache_dir=a.cache_dir, progress=not a.no_progress))
+                     cache_dir=a.cache_dir, progress=not a.no_progress, mesh=a.mesh))
     return 0
 
 

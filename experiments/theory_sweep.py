@@ -38,6 +38,8 @@ class SweepConfig:
       chunk_runs: at most this many runs per jitted call (the progress bar advances per chunk).
       seed: PRNG seed of the minibatches.
       x64: run in float64 (inside a context manager; the process-wide setting is untouched).
+      mesh: split each chunk's runs over the devices of this mesh (``parallel/mesh.parse_mesh``, e.g. ``auto``);
+        a chunk whose run count the device count does not divide runs unsplit.
     """
 
     out: str = "runs/sweep"
@@ -55,10 +57,14 @@ class SweepConfig:
     chunk_runs: int = 256
     seed: int = 0
     x64: bool = True
+    mesh: str | None = None
 
     def __post_init__(self):
+        from cfka_jax.parallel.mesh import parse_mesh
         from cfka_jax.theory.cpt import ContinualConfig
 
+        if self.mesh is not None:
+            parse_mesh(self.mesh)
         if self.chunk_runs < self.num_seeds:
             raise ValueError(f"chunk_runs={self.chunk_runs} must hold at least one grid point ({self.num_seeds} seeds)")
         if self.world_seed < 0:
@@ -96,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-runs", dest="chunk_runs", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--float32", dest="x64", action="store_false", default=None)
+    p.add_argument("--mesh", help="split the runs over devices, e.g. auto or data=8 (docs/scale.md)")
     return p
 
 
@@ -167,7 +174,10 @@ def run_sweep(cfg: SweepConfig):
     from cfka_jax.theory.cpt import ContinualConfig, make_continual_worlds
     from cfka_jax.theory.cpt_sweep import run_grid, theory_grid
 
+    from cfka_jax.parallel.mesh import make_mesh, parse_mesh
+
     spec = cfg.spec()
+    mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh else None
     worlds = make_continual_worlds(ContinualConfig(smoothing=cfg.smoothing, seed=cfg.world_seed))
     theory = theory_grid(worlds, spec)
     per_chunk = max(1, cfg.chunk_runs // cfg.num_seeds)
@@ -176,7 +186,9 @@ def run_sweep(cfg: SweepConfig):
     with tqdm(total=spec.num_runs, desc="cfka sweep", unit="run", file=sys.stderr) as bar:
         for i, g0 in enumerate(range(0, num_points, per_chunk)):
             part = jax.tree.map(lambda x: x[g0:g0 + per_chunk], theory)
-            Y, trace = run_grid(worlds, spec, part, jax.random.fold_in(jax.random.key(cfg.seed), i))
+            runs = part.k.shape[0] * cfg.num_seeds
+            split = mesh if mesh is not None and runs % mesh.size == 0 else None
+            Y, trace = run_grid(worlds, spec, part, jax.random.fold_in(jax.random.key(cfg.seed), i), mesh=split)
             finals.append(np.asarray(Y))
             traces.append(jax.tree.map(np.asarray, trace))
             bar.update(part.k.shape[0] * cfg.num_seeds)

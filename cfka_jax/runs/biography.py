@@ -30,6 +30,7 @@ from cfka_jax.eval.em import em_prompts, exact_match_rate
 from cfka_jax.eval.fta import fta_evaluator
 from cfka_jax.eval.sets import combine
 from cfka_jax.models.pythia import PythiaConfig, PythiaModel
+from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.models.qwen import QwenConfig, QwenModel
 from cfka_jax.runs import methods
 from cfka_jax.runs.engine import RunResult, finish_run, train_lm
@@ -51,6 +52,10 @@ def build_model(p: Preset, arch: str, vocab_size: int, seed: int, dtype: str = "
                      num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
                      tie_word_embeddings=True, max_position_embeddings=2048, dtype=dt)
     return QwenModel(cfg, rngs=nnx.Rngs(seed))
+
+
+def _mesh(text: str | None):
+    return None if text is None else make_mesh(parse_mesh(text))
 
 
 def _data(p: Preset, cache_dir: str, data: DataBundle | None) -> DataBundle:
@@ -91,7 +96,7 @@ def pretrain(spec: PTSpec, data: DataBundle | None = None) -> RunResult:
                            batch_size=p.pt.batch, seed=spec.seed, doc_mask=bundle.config.doc_mask)
     factory = _fta_factory(bundle, {"Train": "pt_train", "Original": "pt_test"}, spec.dtype, p.eval_batch)
     run = train_lm(model, batcher, opt=p.pt.optim(), loop=p.pt.loop(progress=spec.progress), folder=folder,
-                   evaluate_factory=factory, compute_dtype=DTYPES[spec.dtype])
+                   evaluate_factory=factory, compute_dtype=DTYPES[spec.dtype], mesh=_mesh(spec.mesh))
     em = _em(run, bundle, {"Original": "pt_test"}, p, spec.seed, spec.dtype)
     folder.save_params(run.params, run.step)
     return finish_run(folder, factory(run.graphdef, run.rest), run,
@@ -160,7 +165,7 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     factory = lambda g, r: combine(fta(g, r), *(f(g, r) for f in extra.values()))  # noqa: E731
     run = train_lm(model, batcher, opt=p.cpt.optim(), loop=p.cpt.loop(progress=spec.progress), folder=folder,
                    evaluate_factory=factory, penalty=penalty, penalty_args=penalty_args, loss_fn=loss_fn,
-                   trainable=trainable, compute_dtype=DTYPES[spec.dtype])
+                   trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=_mesh(spec.mesh))
     em = _em(run, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, spec.seed, spec.dtype)
     return finish_run(folder, factory(run.graphdef, run.rest), run,
                       {"epochs": p.cpt.steps / batcher.steps_per_epoch, **em, **replay_stats})

@@ -68,7 +68,7 @@ class RunResult:
 
 def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimConfig, loop: LoopConfig,
              folder: RunFolder, evaluate_factory: Callable | None = None, penalty=None, penalty_args=None,
-             loss_fn=token_nll_loss, trainable=None, compute_dtype=None) -> TrainedRun:
+             loss_fn=token_nll_loss, trainable=None, compute_dtype=None, mesh=None) -> TrainedRun:
     """Trains ``model`` (resuming from ``folder``'s checkpoints) and returns the run in memory.
 
     Args:
@@ -83,17 +83,41 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
       trainable: ``params → pytree of bools`` (False = frozen), or None.
       compute_dtype: mixed precision (e.g. bfloat16 for a bf16-config model): float32 master parameters, the
         forward/backward pass in ``compute_dtype``, float32 loss (``train/step.py``).
+      mesh: a ``jax.sharding.Mesh`` (``parallel/mesh.py``): the state is placed by the logical axis rules
+        (``parallel/rules.py``), batch rows are split over ``data`` × ``fsdp``; None runs on one device.
     """
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     params = jax.tree.map(jnp.copy, params)  # the step donates its state; the caller's arrays stay valid
     if compute_dtype is not None:
         params = master_params(params)
     tx = make_optimizer(opt, trainable(params) if trainable is not None else None)
-    step = make_train_step(graphdef, rest, tx, penalty=penalty, loss_fn=loss_fn, compute_dtype=compute_dtype)
+    state, state_sharding = init_state(params, tx), None
+    if mesh is not None:
+        state, state_sharding, batch_at = _shard(state, batch_at, mesh)
+    step = make_train_step(graphdef, rest, tx, penalty=penalty, loss_fn=loss_fn, compute_dtype=compute_dtype,
+                           state_sharding=state_sharding)
     step_fn = step if penalty is None else (lambda state, batch: step(state, batch, penalty_args))
     evaluate = evaluate_factory(graphdef, rest) if evaluate_factory is not None else None
-    done = run_loop(init_state(params, tx), step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate)
+    done = run_loop(state, step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate)
     return TrainedRun(done.state, graphdef, rest, done.history)
+
+
+def _shard(state: TrainState, batch_at: Callable[[int], dict], mesh):
+    """(placed state, its shardings, batch_at placing each batch's rows over the batch mesh axes)."""
+    from cfka_jax.parallel.rules import batch_sharding, place, tree_shardings
+
+    shardings = tree_shardings(state, mesh)
+    rows = batch_sharding(mesh)
+    width = mesh.shape["data"] * mesh.shape["fsdp"]
+
+    def placed(t: int) -> dict:
+        batch = batch_at(t)
+        if batch["tokens"].shape[0] % width:
+            raise ValueError(f"batch of {batch['tokens'].shape[0]} rows cannot be split over data × fsdp = {width} "
+                             f"devices of --mesh {dict(mesh.shape)}")
+        return place(batch, rows)
+
+    return place(state, shardings), shardings, placed
 
 
 def best_step(history: list[dict], key: str) -> dict:

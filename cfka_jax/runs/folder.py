@@ -8,7 +8,7 @@
 
 A folder that already holds a run is only resumed by the *same* run: :meth:`RunFolder.start` compares the stored
 config with the new one and refuses, naming every differing field, unless they agree on everything that can
-change a result (``progress``, ``out`` and ``cache_dir`` may differ). Nothing is written on refusal.
+change a result (``progress``, ``out``, ``cache_dir`` and ``mesh`` may differ). Nothing is written on refusal.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from typing import Any
 from cfka_jax.train.checkpoint import CheckpointDir, CheckpointError, restore, save
 from cfka_jax.train.loop import MetricsLog
 
-IGNORED = ("progress", "out", "cache_dir")
-"""Run-spec fields that do not change a run's results (a run may be resumed with other values)."""
+IGNORED = ("progress", "out", "cache_dir", "mesh")
+"""Run-spec fields that do not change what a run computes (a run may be resumed with other values; a run resumed on
+another mesh restores its checkpoint onto the new placement)."""
 
 
 class RunFolderError(ValueError):

@@ -13,6 +13,7 @@ import pathlib
 
 import jax.numpy as jnp
 
+from cfka_jax.parallel.mesh import parse_mesh
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup, override
 from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches
 
@@ -32,7 +33,8 @@ def _positive(name: str, value, allow_none: bool = True, minimum: int = 1) -> No
 
 @dataclasses.dataclass(frozen=True)
 class PTSpec:
-    """A pre-training run on the PT population (``ckpt_every``: checkpoint interval, default the preset's)."""
+    """A pre-training run on the PT population (``ckpt_every``: checkpoint interval, default the preset's;
+    ``mesh``: e.g. ``"data=2,fsdp=4"`` to shard the run over devices, ``parallel/mesh.parse_mesh``)."""
 
     preset: str = "smoke"
     out: str = "runs/pt-smoke"
@@ -42,9 +44,12 @@ class PTSpec:
     progress: bool = True
     dtype: str = "float32"
     ckpt_every: int | None = None
+    mesh: str | None = None
 
     def __post_init__(self):
         lookup(BIOGRAPHY, self.preset, "Biography")
+        if self.mesh is not None:
+            parse_mesh(self.mesh)
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.arch not in ARCHS:
@@ -89,9 +94,11 @@ class CPTSpec:
     replay_dir: str | None = None
     eval_every: int | None = None
     ckpt_every: int | None = None
+    mesh: str | None = None
 
     def __post_init__(self):
-        PTSpec(preset=self.preset, arch=self.arch, seed=self.seed, dtype=self.dtype, ckpt_every=self.ckpt_every)
+        PTSpec(preset=self.preset, arch=self.arch, seed=self.seed, dtype=self.dtype, ckpt_every=self.ckpt_every,
+               mesh=self.mesh)
         if self.method not in METHODS or self.update not in UPDATES:
             raise ValueError(f"method must be in {METHODS} and update in {UPDATES}, got {self.method}, {self.update}")
         if not (isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 1.0):
@@ -132,4 +139,4 @@ class CPTSpec:
     def pt_spec(self) -> PTSpec:
         """The PT run this CPT starts from."""
         return PTSpec(preset=self.preset, out=str(self.pt_folder), arch=self.arch, seed=self.seed,
-                      cache_dir=self.cache_dir, progress=self.progress, dtype=self.dtype)
+                      cache_dir=self.cache_dir, progress=self.progress, dtype=self.dtype, mesh=self.mesh)

@@ -132,10 +132,12 @@ _theory_vmapped = jax.jit(jax.vmap(_theory_point, in_axes=(None, None, None, 0, 
                           static_argnums=(6, 7))
 
 
-def run_grid(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, key) -> tuple[Float[Array, "P M M"], Trace]:
+def run_grid(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, key, mesh=None
+             ) -> tuple[Float[Array, "P M M"], Trace]:
     """All P = G · seeds runs of the G grid points in ``theory`` in one ``jit(vmap(run_cpt))`` call.
 
-    Run p = g · seeds + seed. ``theory`` may be a slice of ``theory_grid(worlds, spec)`` (chunked sweeps).
+    Run p = g · seeds + seed. ``theory`` may be a slice of ``theory_grid(worlds, spec)`` (chunked sweeps). With a
+    ``mesh`` the run axis is split over its devices (P must be a multiple of the device count).
     """
     fisher = diagonal_fisher(pretrained(worlds), worlds.old)
     replay = replay_joint(worlds, spec.replay)
@@ -145,8 +147,12 @@ def run_grid(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, key) -> t
     start = reps(theory.Y) if spec.start == "optimum" else jnp.broadcast_to(pretrained(worlds).Y,
                                                                              (num_runs,) + theory.Y.shape[1:])
 
-    return _runs_vmapped(worlds, fisher, replay, reps(theory.k), reps(theory.alpha), reps(theory.eta), start, keys,
-                         spec.sgd)
+    per_run = (reps(theory.k), reps(theory.alpha), reps(theory.eta), start, keys)
+    if mesh is not None:
+        from cfka_jax.parallel.rules import shard_leading
+
+        per_run = shard_leading(per_run, mesh)
+    return _runs_vmapped(worlds, fisher, replay, *per_run, spec.sgd)
 
 
 def _one_run(worlds, fisher, replay, k, alpha, eta, Y0, key, cfg):

@@ -61,4 +61,12 @@ def sweep(world: FactWorld, grid: Grid, *, cfg: SGDConfig, init_scale: float = 1
 
 
 sweep_jit = jax.jit(sweep, static_argnames=("cfg", "init_scale"))
+
+
+def sweep_sharded(world: FactWorld, grid: Grid, *, cfg: SGDConfig, mesh, init_scale: float = 1e-3) -> RunSummary:
+    """``sweep_jit`` with the configuration axis split over every device of ``mesh`` (the grid size must be a
+    multiple of the device count; ``parallel/rules.shard_leading``); the compiler partitions the vmapped runs."""
+    from cfka_jax.parallel.rules import shard_leading
+
+    return sweep_jit(world, shard_leading(grid, mesh), cfg=cfg, init_scale=init_scale)
 run_one_jit = jax.jit(run_one, static_argnames=("cfg", "init_scale"))

@@ -96,8 +96,13 @@ def master_params(params):
 
 
 def make_train_step(graphdef, rest, tx: optax.GradientTransformation, *, penalty: Penalty | None = None,
-                    loss_fn: LossFn = token_nll_loss, donate: bool = True, compute_dtype=None):
+                    loss_fn: LossFn = token_nll_loss, donate: bool = True, compute_dtype=None,
+                    state_sharding=None):
     """Builds ``step(state, batch, penalty_args=None) -> (state, metrics)``, jitted once, state buffers donated.
+
+    With ``state_sharding`` (a pytree of shardings like the state, ``parallel/rules.tree_shardings``) the new
+    state keeps that placement (``out_shardings``); place the state and each batch before calling, and the
+    compiler partitions the step (data parallel over the batch rows, FSDP/tensor over the parameters).
 
     With ``compute_dtype`` (e.g. bfloat16) the state holds float32 master parameters (``master_params``) and the
     forward/backward pass runs on a copy cast to ``compute_dtype``; logits, loss, penalty, gradients and the
@@ -124,7 +129,8 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation, *, penalty
         metrics = {"loss": lm, "penalty": pen, "grad_norm": gnorm, "targets": count, "finite": finite}
         return _select(finite, new, state), metrics
 
-    return jax.jit(step, donate_argnums=(0,) if donate else ())
+    out = None if state_sharding is None else (state_sharding, None)
+    return jax.jit(step, donate_argnums=(0,) if donate else (), out_shardings=out)
 
 
 def make_eval_logits(graphdef, rest, compute_dtype=None):
