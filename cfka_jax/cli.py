@@ -66,6 +66,10 @@ def _biography(args: argparse.Namespace) -> int:
     from cfka_jax.runs import biography as bio
     from cfka_jax.runs.specs import CPTSpec, PTSpec
 
+    if args.distributed:
+        from cfka_jax.parallel.mesh import initialize_distributed
+
+        initialize_distributed()
     common = dict(preset=args.preset, out=args.out, arch=args.arch, seed=args.seed, cache_dir=args.cache_dir,
                   progress=not args.no_progress, dtype=args.dtype, ckpt_every=args.ckpt_every, mesh=args.mesh)
     if args.command == "pt":
@@ -102,6 +106,8 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
                    help="checkpoint interval in steps (default: the preset's; 0 = only at the end)")
     p.add_argument("--mesh", default=None, help="shard the run over devices, e.g. data=2,fsdp=4 or auto "
                    "(axes data, fsdp, tensor; docs/scale.md)")
+    p.add_argument("--distributed", action="store_true", help="multi-host: call jax.distributed.initialize first "
+                   "(cluster auto-detection, or CFKA_COORDINATOR / CFKA_NUM_PROCESSES / CFKA_PROCESS_ID)")
 
 
 def _add_cpt_args(c: argparse.ArgumentParser) -> None:

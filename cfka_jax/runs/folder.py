@@ -19,6 +19,8 @@ import os
 import pathlib
 from typing import Any
 
+import jax
+
 from cfka_jax.train.checkpoint import CheckpointDir, CheckpointError, restore, save
 from cfka_jax.train.loop import MetricsLog
 
@@ -100,7 +102,7 @@ class RunFolder:
 
     def start(self, run: Any, preset: Any) -> None:
         """Write ``config.json`` for a new run, or check that the folder's run is this one (:meth:`check`)."""
-        if not self.check(run, preset):
+        if not self.check(run, preset) and jax.process_index() == 0:  # multi-host: one writer
             self.path.mkdir(parents=True, exist_ok=True)
             new = {"run": _jsonable(run), "preset": _jsonable(preset)}
             (self.path / "config.json").write_text(json.dumps(new, indent=1))
@@ -109,6 +111,8 @@ class RunFolder:
         return self.read_json("final.json")
 
     def write_final(self, final: dict) -> None:
+        if jax.process_index() != 0:
+            return
         tmp = self.path / "final.json.tmp"
         tmp.write_text(json.dumps(final, indent=1))
         tmp.replace(self.path / "final.json")

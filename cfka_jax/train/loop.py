@@ -17,6 +17,7 @@ import pathlib
 import time
 from typing import Callable, NamedTuple
 
+import jax
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -58,14 +59,16 @@ def _jsonable(metrics: dict) -> dict:
 class MetricsLog:
     """A run's ``metrics.jsonl``: one JSON object per line (``kind`` = ``train`` | ``eval``, ``step``, metrics).
 
-    The one writer and reader of the file. ``truncate_after(t)`` drops the records of steps after t (written
-    after the checkpoint a run resumes from), rewriting the file atomically.
+    The one writer and reader of the file (in a multi-host run only process 0 writes). ``truncate_after(t)`` drops
+    the records of steps after t (written after the checkpoint a run resumes from), rewriting the file atomically.
     """
 
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
 
     def write(self, record: dict) -> None:
+        if jax.process_index() != 0:  # multi-host: one writer
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
@@ -86,6 +89,8 @@ class MetricsLog:
         return out
 
     def truncate_after(self, step: int) -> None:
+        if jax.process_index() != 0:
+            return
         records = self.records()
         keep = [r for r in records if int(r.get("step", 0)) <= step]
         if len(keep) != len(records) or (self.path.exists() and not self.path.read_text().endswith("\n")):
