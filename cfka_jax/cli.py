@@ -28,11 +28,11 @@ DESCRIPTION = "Continual knowledge learning in language models: proof checks, Bi
 def _proofs(args: argparse.Namespace) -> int:
     import jax
 
-    jax.config.update("jax_enable_x64", True)
     from proofs_check.run_all import check_modules, report, run_all
 
     if args.only and not any(args.only in name for name in check_modules()):
         raise ValueError(f"no proof check matches --only {args.only!r} (checks: {', '.join(check_modules())})")
+    jax.config.update("jax_enable_x64", True)  # an entry point: float64 for the whole proofs run
     out = pathlib.Path(args.out)
     claims = run_all(out, only=args.only)
     print(report(claims, out))

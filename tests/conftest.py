@@ -18,3 +18,10 @@ def x64():
     """Float64 for the duration of one theory test (never on import, never globally)."""
     with jax.enable_x64(True):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _no_global_x64_leak():
+    """Float64 is switched on only inside a check (the ``x64`` fixture); a test that leaves it on globally fails."""
+    yield
+    assert not jax.config.read("jax_enable_x64"), "this test left jax_enable_x64 on for the rest of the run"
