@@ -25,6 +25,7 @@ from cfka_jax.models.outputs import KVCache, ModelOutput
 from cfka_jax.shapes import Array, Bool, Float, Int
 
 F32 = jnp.float32
+ATTENTION_KINDS = ("softmax", "linear")  # config ``attention_kind``: the ports' softmax, the theory's linear
 
 
 # ----------------------------------------------------------------------------------------------------------- RoPE
@@ -137,6 +138,7 @@ class StepContext:
     mask: Bool[Array, "B S T"]
     write_index: Int[Array, " B"] | None
     return_probs: bool = flax.struct.field(pytree_node=False, default=False)
+    attention_kind: str = flax.struct.field(pytree_node=False, default="softmax")
 
 
 def step_mask(
@@ -194,11 +196,15 @@ def attention(
     mask_BST: Bool[Array, "B S T"],
     *,
     return_probs: bool = False,
+    kind: str = "softmax",
 ) -> tuple[Float[Array, "B S N H"], Float[Array, "B N S T"] | None]:
     """Grouped-query softmax attention, ``softmax(q k^T / sqrt(H) + mask) v``, logits and softmax in float32.
 
     Query head n uses KV head ``n // (N // K)`` (HF ``repeat_kv``). Masked logits are set to the float32
     minimum, so a fully masked row (a padding query) gives a uniform row instead of NaN.
+
+    ``kind="linear"``: the theory model's causal linear attention (spec cfka_stoc.md §2.1), no softmax over
+    positions: weights ``w[s, t] = q_s . k_t / sqrt(H)`` on unmasked keys and 0 elsewhere, ``out = w v``.
 
     Returns:
         ``(out_BSNH, probs_BNST or None)``; ``out`` has the dtype of ``v``.
@@ -209,8 +215,13 @@ def attention(
         raise ValueError(f"{n} query heads are not a multiple of {kv_heads} KV heads")
     q_BSKGH = q_BSNH.astype(F32).reshape(b, s, kv_heads, n // kv_heads, h)
     logits_BKGST = jnp.einsum("bskgh,btkh->bkgst", q_BSKGH, k_BTKH.astype(F32)) * F32(h**-0.5)
-    logits_BKGST = jnp.where(mask_BST[:, None, None, :, :], logits_BKGST, jnp.finfo(F32).min)
-    probs_BKGST = jax.nn.softmax(logits_BKGST, axis=-1)
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"attention kind must be one of {ATTENTION_KINDS}, got {kind!r}")
+    if kind == "linear":
+        probs_BKGST = jnp.where(mask_BST[:, None, None, :, :], logits_BKGST, F32(0.0))
+    else:
+        logits_BKGST = jnp.where(mask_BST[:, None, None, :, :], logits_BKGST, jnp.finfo(F32).min)
+        probs_BKGST = jax.nn.softmax(logits_BKGST, axis=-1)
     out_BSKGH = jnp.einsum("bkgst,btkh->bskgh", probs_BKGST.astype(v_BTKH.dtype), v_BTKH)
     probs = probs_BKGST.reshape(b, n, s, -1) if return_probs else None
     return out_BSKGH.reshape(b, s, n, h), probs
@@ -229,11 +240,13 @@ def cached_attention(
         ``(out_BSNH, probs_BNST or None, updated (k, v) or None)``.
     """
     if kv is None:
-        out, probs = attention(q_BSNH, k_BSKH, v_BSKH, ctx.mask, return_probs=ctx.return_probs)
+        out, probs = attention(q_BSNH, k_BSKH, v_BSKH, ctx.mask, return_probs=ctx.return_probs,
+                               kind=ctx.attention_kind)
         return out, probs, None
     k_BTKH = write_rows(kv[0], k_BSKH, ctx.write_index)
     v_BTKH = write_rows(kv[1], v_BSKH, ctx.write_index)
-    out, probs = attention(q_BSNH, k_BTKH, v_BTKH, ctx.mask, return_probs=ctx.return_probs)
+    out, probs = attention(q_BSNH, k_BTKH, v_BTKH, ctx.mask, return_probs=ctx.return_probs,
+                           kind=ctx.attention_kind)
     return out, probs, (k_BTKH, v_BTKH)
 
 
@@ -310,6 +323,7 @@ def forward_decoder(
     return_hidden: bool,
     return_attn: bool,
     segment_ids_BS: Int[Array, "B S"] | None = None,
+    attention_kind: str = "softmax",
 ) -> ModelOutput:
     """The decoder skeleton both families share: embed, blocks, final norm, LM head (logits in float32).
 
@@ -317,6 +331,7 @@ def forward_decoder(
     the validity they were written with, or a ``[B, T_cache]`` mask may cover every slot (see :func:`step_mask`).
     ``segment_ids_BS`` (packed documents, no cache) additionally restricts query s to keys t of the same segment,
     ``mask[b, s, t] &= seg[b, s] == seg[b, t]`` (document masking; the reference packs without it).
+    ``attention_kind`` selects softmax or the theory's causal linear attention (:func:`attention`).
     Default positions are ``arange(S)`` offset by ``cache.end_index``. A call that would write past the end of
     the cache gets NaN logits in the overflowing rows (XLA clamps the write, which would otherwise silently
     overwrite the last slots).
@@ -331,7 +346,8 @@ def forward_decoder(
             raise ValueError("segment_ids (document masking) is for packed training/eval calls without a cache")
         mask_BST = mask_BST & (segment_ids_BS[:, :, None] == segment_ids_BS[:, None, :])
     cos, sin = rope_cos_sin(positions_BS, rope_inv_freq(rotary_dim, rope_theta))
-    ctx = StepContext(cos=cos, sin=sin, mask=mask_BST, write_index=write_index, return_probs=return_attn)
+    ctx = StepContext(cos=cos, sin=sin, mask=mask_BST, write_index=write_index, return_probs=return_attn,
+                      attention_kind=attention_kind)
     x_BSD = embed(tokens_BS)
     h_BSD, outs, probs, k, v = apply_layers(layers, x_BSD, ctx, cache, scan=scan, remat=remat)
     final_BSD = final_norm(h_BSD)
@@ -385,6 +401,7 @@ class DecoderLM(nnx.Module):
             return_hidden=return_hidden,
             return_attn=return_attn,
             segment_ids_BS=segment_ids_BS,
+            attention_kind=self.cfg.attention_kind,
         )
 
     def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:

@@ -9,6 +9,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from cfka_jax import jsonio
+from cfka_jax.models.layers import ATTENTION_KINDS
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu")
 
@@ -37,6 +38,9 @@ class PythiaConfig:
 
     Non-HF fields: ``dtype`` (parameter and activation dtype; attention softmax and logits stay float32),
     ``scan_layers`` (stack the blocks and apply them with ``nnx.scan``) and ``remat`` (rematerialise each block).
+    ``attention_kind``: ``"softmax"`` (the port) or ``"linear"`` (the theory's causal linear attention,
+    ``models/layers.attention``); written to ``config.json`` only when linear and read back from it (HF torch
+    does not know the field and would run softmax).
     """
 
     vocab_size: int
@@ -59,8 +63,11 @@ class PythiaConfig:
     dtype: Any = jnp.float32
     scan_layers: bool = False
     remat: bool = False
+    attention_kind: str = "softmax"
 
     def __post_init__(self):
+        if self.attention_kind not in ATTENTION_KINDS:
+            raise ValueError(f"attention_kind must be one of {ATTENTION_KINDS}, got {self.attention_kind!r}")
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -139,6 +146,8 @@ class PythiaConfig:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for name in ("dtype", "scan_layers", "remat", "rotary_pct", "rotary_emb_base"):
             del d[name]
+        if self.attention_kind == "softmax":  # the HF field set; a linear port records its kind
+            del d["attention_kind"]
         d["rope_parameters"] = {
             "rope_type": "default",
             "rope_theta": float(self.rotary_emb_base),
