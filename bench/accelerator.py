@@ -26,6 +26,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from cfka_jax.models.layers import resolve_attention_impl
+
 SIZES = {
     "160m": dict(vocab_size=50304, hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
                  num_attention_heads=12),
@@ -43,7 +45,7 @@ def _median(fn, iters: int) -> float:
     return statistics.median(times)
 
 
-def build(size: str, dtype: str):
+def build(size: str, dtype: str, attention_impl: str = "auto"):
     """(torch model on the JAX default device's platform, our port with the same weights)."""
     import torch
     import transformers
@@ -56,7 +58,8 @@ def build(size: str, dtype: str):
     hf = transformers.GPTNeoXForCausalLM(cfg).eval()
     with tempfile.TemporaryDirectory() as d:
         hf.save_pretrained(d)
-        ours = models.from_pretrained(d, dtype=jnp.bfloat16 if dtype == "bfloat16" else jnp.float32)
+        ours = models.from_pretrained(d, dtype=jnp.bfloat16 if dtype == "bfloat16" else jnp.float32,
+                                      attention_impl=attention_impl)
     device = "cuda" if jax.default_backend() == "gpu" and torch.cuda.is_available() else "cpu"
     return hf.to(device), ours, device
 
@@ -178,8 +181,10 @@ def main() -> None:
     ap.add_argument("--size", choices=sorted(SIZES), default="160m")
     ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--attention-impl", choices=["auto", "explicit", "fused"], default="auto",
+                    help="our attention kernel (auto: fused on GPU/TPU, explicit on CPU)")
     a = ap.parse_args()
-    hf, ours, device = build(a.size, a.dtype)
+    hf, ours, device = build(a.size, a.dtype, a.attention_impl)
     autocast = a.dtype == "bfloat16"
     peak = matmul_peak(jnp.bfloat16 if autocast else jnp.float32)
     rows, small = [], a.size == "tiny"
@@ -198,7 +203,8 @@ def main() -> None:
         share = f"{100 * r['peak_share']:.0f} % of peak" if "peak_share" in r else ""
         print(f"{r['work']:>12} {shape:>12} ours {r['ours_s'] * 1e3:9.2f} ms   ratio {r['ratio']:6.2f}x   {share}")
     print(json.dumps({"bench": "accelerator", "device": jax.devices()[0].device_kind, "jax": jax.__version__,
-                      "size": a.size, "dtype": a.dtype, "peak_gflops": peak, "rows": rows}))
+                      "size": a.size, "dtype": a.dtype, "peak_gflops": peak,
+                      "attention_impl": resolve_attention_impl(a.attention_impl), "rows": rows}))
 
 
 if __name__ == "__main__":

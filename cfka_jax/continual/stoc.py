@@ -38,7 +38,7 @@ import numpy as np
 from flax import nnx
 
 from cfka_jax.eval.batches import right_pad, row_blocks
-from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.shapes import Array, Bool, Float, Int
 
 SCORE_NORMS = ("j_plus_1", "n_queries")
 SNIPPET_RULES = ("token_argmax", "window_sum")
@@ -51,12 +51,25 @@ def mean_attention(attentions: tuple[Float[Array, "B N S T"], ...]) -> Float[Arr
 
 def token_scores(abar_BST: Float[Array, "B S T"], lengths_B: Int[Array, " B"], norm: str) -> Float[Array, "B T"]:
     """s_j per row (module docstring); rows are right-padded, queries i ≥ L_b are ignored, s_j = 0 for j ≥ L_b."""
+    valid_BT = jnp.arange(abar_BST.shape[-1], dtype=jnp.int32)[None, :] < lengths_B[:, None]
+    return scores_from_colsum(jnp.einsum("bst,bs->bt", abar_BST, valid_BT.astype(jnp.float32)), lengths_B, norm)
+
+
+def query_colsum(probs_BNST: Float[Array, "B N S T"], mask_BST: Bool[Array, "B S T"]) -> Float[Array, "B T"]:
+    """One layer's contribution to Ā's column sums over valid queries, ``Σ_{s valid} mean_n probs[b, n, s, t]``
+    (query s is valid iff it may attend to itself, ``mask[b, s, s]``): the per-layer reduction STOC passes as
+    the model's ``attn_reduce``, so the S×T maps of different layers are never alive together."""
+    valid_BS = jnp.diagonal(mask_BST, axis1=1, axis2=2).astype(jnp.float32)
+    return jnp.einsum("bnst,bs->bt", probs_BNST.astype(jnp.float32), valid_BS) / probs_BNST.shape[1]
+
+
+def scores_from_colsum(colsum_BT: Float[Array, "B T"], lengths_B: Int[Array, " B"], norm: str) -> Float[Array, "B T"]:
+    """s_j from the column sums of Ā over valid queries, normalised by ``norm``; 0 for j ≥ L_b."""
     if norm not in SCORE_NORMS:
         raise ValueError(f"score norm must be one of {SCORE_NORMS}, got {norm!r}")
-    t = abar_BST.shape[-1]
+    t = colsum_BT.shape[-1]
     j_T = jnp.arange(t, dtype=jnp.int32)
     valid_BT = j_T[None, :] < lengths_B[:, None]
-    colsum_BT = jnp.einsum("bst,bs->bt", abar_BST, valid_BT.astype(jnp.float32))
     if norm == "j_plus_1":
         denom_BT = jnp.broadcast_to((j_T + 1).astype(jnp.float32)[None, :], colsum_BT.shape)
     else:
@@ -69,8 +82,9 @@ def scores_pure(graphdef, state, tokens_BS: Int[Array, "B S"], lengths_B: Int[Ar
     """Forward right-padded sequences with attention probabilities and return their token scores."""
     model = nnx.view(nnx.merge(graphdef, state), only=nnx.Dropout, deterministic=True, raise_if_not_found=False)
     mask_BS = jnp.arange(tokens_BS.shape[1], dtype=jnp.int32)[None, :] < lengths_B[:, None]
-    out = model(tokens_BS, attention_mask_BT=mask_BS.astype(jnp.int32), return_attn=True)
-    return token_scores(mean_attention(out.attentions), lengths_B, norm)
+    out = model(tokens_BS, attention_mask_BT=mask_BS.astype(jnp.int32), return_attn=True, attn_reduce=query_colsum)
+    colsum_BT = jnp.mean(jnp.stack(out.attentions), axis=0)  # L reduced [B, T] arrays, not L maps
+    return scores_from_colsum(colsum_BT, lengths_B, norm)
 
 
 @functools.lru_cache(maxsize=8)

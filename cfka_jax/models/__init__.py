@@ -55,7 +55,8 @@ def config_from_hf(d: dict[str, Any], **overrides: Any) -> PythiaConfig | QwenCo
 
 
 def from_pretrained(
-    path: str | os.PathLike, *, dtype: Any = jnp.float32, scan_layers: bool = False, remat: bool = False
+    path: str | os.PathLike, *, dtype: Any = jnp.float32, scan_layers: bool = False, remat: bool = False,
+    attention_impl: str = "auto",
 ) -> Model:
     """Load a local HF checkpoint folder into an NNX model.
 
@@ -64,6 +65,8 @@ def from_pretrained(
         dtype: parameter/activation dtype (float32 or bfloat16; softmax and logits stay float32).
         scan_layers: stack the blocks and apply them with ``nnx.scan``.
         remat: rematerialise each block in the backward pass.
+        attention_impl: ``"auto"`` (fused on GPU/TPU, explicit on CPU), ``"explicit"`` or ``"fused"``
+            (``layers.resolve_attention_impl``).
 
     Raises:
         FileNotFoundError: no such folder (never a Hub lookup), no ``config.json``, no weights, or a missing shard.
@@ -77,7 +80,7 @@ def from_pretrained(
         raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
     raw = hub.read_config(path)
     try:
-        cfg = config_from_hf(raw, dtype=dtype, scan_layers=scan_layers, remat=remat)
+        cfg = config_from_hf(raw, dtype=dtype, scan_layers=scan_layers, remat=remat, attention_impl=attention_impl)
     except ValueError as e:
         raise ValueError(f"{os.path.join(os.fspath(path), hub.CONFIG_FILE)}: {e}") from None
     family = pythia if isinstance(cfg, PythiaConfig) else qwen

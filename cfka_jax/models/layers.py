@@ -26,6 +26,7 @@ from cfka_jax.shapes import Array, Bool, Float, Int
 
 F32 = jnp.float32
 ATTENTION_KINDS = ("softmax", "linear")  # config ``attention_kind``: the ports' softmax, the theory's linear
+ATTENTION_IMPLS = ("auto", "explicit", "fused")  # config ``attention_impl``: see :func:`resolve_attention_impl`
 
 
 # ----------------------------------------------------------------------------------------------------------- RoPE
@@ -139,6 +140,9 @@ class StepContext:
     write_index: Int[Array, " B"] | None
     return_probs: bool = flax.struct.field(pytree_node=False, default=False)
     attention_kind: str = flax.struct.field(pytree_node=False, default="softmax")
+    attention_impl: str = flax.struct.field(pytree_node=False, default="explicit")
+    causal_only: bool = flax.struct.field(pytree_node=False, default=False)
+    attn_reduce: Callable | None = flax.struct.field(pytree_node=False, default=None)
 
 
 def step_mask(
@@ -189,6 +193,34 @@ def default_positions(batch_size: int, seq_len: int, cache: KVCache | None) -> I
 # ------------------------------------------------------------------------------------------------------ attention
 
 
+def resolve_attention_impl(impl: str) -> str:
+    """``"explicit"`` (the einsum/softmax path below, the one that can return probabilities) or ``"fused"``
+    (``jax.nn.dot_product_attention``: cuDNN flash attention on GPU for bf16/fp16, XLA's fused softmax elsewhere).
+    ``"auto"`` is fused on GPU and TPU and explicit on CPU, where the explicit path is what every measured CPU
+    number (and the bit-identity of runs across versions) was produced with."""
+    if impl not in ATTENTION_IMPLS:
+        raise ValueError(f"attention_impl must be one of {ATTENTION_IMPLS}, got {impl!r}")
+    if impl == "auto":
+        return "fused" if jax.default_backend() in ("gpu", "cuda", "rocm", "tpu") else "explicit"
+    return impl
+
+
+def fused_attention(
+    q_BSNH: Float[Array, "B S N H"],
+    k_BTKH: Float[Array, "B T K H"],
+    v_BTKH: Float[Array, "B T K H"],
+    mask_BST: Bool[Array, "B S T"] | None,
+) -> Float[Array, "B S N H"]:
+    """``softmax(q k^T / sqrt(H) + mask) v`` by ``jax.nn.dot_product_attention`` (GQA native, inputs in v's
+    dtype). ``mask_BST=None`` means plain causal attention over a call without cache, padding or segments, passed
+    as ``is_causal`` so a flash kernel never builds the S×T mask."""
+    dt = v_BTKH.dtype
+    mask = None if mask_BST is None else mask_BST[:, None, :, :]
+    with jax.numpy_dtype_promotion("standard"):  # JAX's XLA path promotes bf16 with float32 internally
+        return jax.nn.dot_product_attention(q_BSNH.astype(dt), k_BTKH.astype(dt), v_BTKH, mask=mask,
+                                            is_causal=mask_BST is None, scale=float(q_BSNH.shape[-1]) ** -0.5)
+
+
 def attention(
     q_BSNH: Float[Array, "B S N H"],
     k_BTKH: Float[Array, "B T K H"],
@@ -234,20 +266,24 @@ def cached_attention(
     ctx: StepContext,
     kv: tuple[Float[Array, "B T K H"], Float[Array, "B T K H"]] | None,
 ) -> tuple[Float[Array, "B S N H"], Float[Array, "B N S T"] | None, tuple[Array, Array] | None]:
-    """Attention over the new keys, or, with a layer cache ``kv``, over the cache after writing the new keys.
+    """Attention over the new keys, or, with a layer cache ``kv``, over the cache after writing the new keys;
+    the fused kernel when ``ctx.attention_impl == "fused"`` and no probabilities are asked for (softmax only).
 
     Returns:
         ``(out_BSNH, probs_BNST or None, updated (k, v) or None)``.
     """
     if kv is None:
-        out, probs = attention(q_BSNH, k_BSKH, v_BSKH, ctx.mask, return_probs=ctx.return_probs,
-                               kind=ctx.attention_kind)
-        return out, probs, None
-    k_BTKH = write_rows(kv[0], k_BSKH, ctx.write_index)
-    v_BTKH = write_rows(kv[1], v_BSKH, ctx.write_index)
+        k_BTKH, v_BTKH, new_kv = k_BSKH, v_BSKH, None
+    else:
+        k_BTKH = write_rows(kv[0], k_BSKH, ctx.write_index)
+        v_BTKH = write_rows(kv[1], v_BSKH, ctx.write_index)
+        new_kv = (k_BTKH, v_BTKH)
+    if ctx.attention_impl == "fused" and not ctx.return_probs and ctx.attention_kind == "softmax":
+        causal = ctx.causal_only and kv is None
+        return fused_attention(q_BSNH, k_BTKH, v_BTKH, None if causal else ctx.mask), None, new_kv
     out, probs = attention(q_BSNH, k_BTKH, v_BTKH, ctx.mask, return_probs=ctx.return_probs,
                            kind=ctx.attention_kind)
-    return out, probs, (k_BTKH, v_BTKH)
+    return out, probs, new_kv
 
 
 # ---------------------------------------------------------------------------------------------------- layer stack
@@ -264,7 +300,10 @@ def make_stacked(make_block: Callable[[nnx.Rngs], nnx.Module], num_layers: int, 
 
 
 def _call_block(block, x, ctx, kv):
-    return block(x, ctx, kv)
+    y, kv_new, probs = block(x, ctx, kv)
+    if probs is not None and ctx.attn_reduce is not None:
+        probs = ctx.attn_reduce(probs, ctx.mask)
+    return y, kv_new, probs
 
 
 def apply_layers(layers, x_BSD, ctx: StepContext, cache: KVCache | None, *, scan: bool, remat: bool):
@@ -275,7 +314,9 @@ def apply_layers(layers, x_BSD, ctx: StepContext, cache: KVCache | None, *, scan
 
     Returns:
         ``(x_BSD, outs, probs, k_LBTKH, v_LBTKH)``: ``outs`` is the tuple of every block's output, ``probs`` the
-        tuple of per-layer ``B N S T`` probabilities (None unless ``ctx.return_probs``), k/v the updated cache
+        tuple of per-layer ``B N S T`` probabilities, or of ``ctx.attn_reduce(probs, mask)`` when set, reduced
+        inside the layer so no two layers' maps are alive at once (None unless ``ctx.return_probs``), k/v the
+        updated cache
         arrays (None without a cache).
     """
     call = nnx.remat(_call_block) if remat else _call_block
@@ -324,6 +365,8 @@ def forward_decoder(
     return_attn: bool,
     segment_ids_BS: Int[Array, "B S"] | None = None,
     attention_kind: str = "softmax",
+    attention_impl: str = "auto",
+    attn_reduce: Callable | None = None,
 ) -> ModelOutput:
     """The decoder skeleton both families share: embed, blocks, final norm, LM head (logits in float32).
 
@@ -331,7 +374,10 @@ def forward_decoder(
     the validity they were written with, or a ``[B, T_cache]`` mask may cover every slot (see :func:`step_mask`).
     ``segment_ids_BS`` (packed documents, no cache) additionally restricts query s to keys t of the same segment,
     ``mask[b, s, t] &= seg[b, s] == seg[b, t]`` (document masking; the reference packs without it).
-    ``attention_kind`` selects softmax or the theory's causal linear attention (:func:`attention`).
+    ``attention_kind`` selects softmax or the theory's causal linear attention (:func:`attention`);
+    ``attention_impl`` the explicit or the fused softmax kernel (:func:`resolve_attention_impl`; calls that return
+    attention maps always take the explicit path). ``attn_reduce(probs_BNST, mask_BST)`` (with ``return_attn``)
+    replaces each layer's map in ``attentions`` by its reduction, computed inside the layer.
     Default positions are ``arange(S)`` offset by ``cache.end_index``. A call that would write past the end of
     the cache gets NaN logits in the overflowing rows (XLA clamps the write, which would otherwise silently
     overwrite the last slots).
@@ -346,8 +392,10 @@ def forward_decoder(
             raise ValueError("segment_ids (document masking) is for packed training/eval calls without a cache")
         mask_BST = mask_BST & (segment_ids_BS[:, :, None] == segment_ids_BS[:, None, :])
     cos, sin = rope_cos_sin(positions_BS, rope_inv_freq(rotary_dim, rope_theta))
+    causal_only = cache is None and attention_mask_BT is None and segment_ids_BS is None
     ctx = StepContext(cos=cos, sin=sin, mask=mask_BST, write_index=write_index, return_probs=return_attn,
-                      attention_kind=attention_kind)
+                      attention_kind=attention_kind, attention_impl=resolve_attention_impl(attention_impl),
+                      causal_only=causal_only, attn_reduce=attn_reduce)
     x_BSD = embed(tokens_BS)
     h_BSD, outs, probs, k, v = apply_layers(layers, x_BSD, ctx, cache, scan=scan, remat=remat)
     final_BSD = final_norm(h_BSD)
@@ -382,6 +430,7 @@ class DecoderLM(nnx.Module):
         return_hidden: bool = False,
         return_attn: bool = False,
         segment_ids_BS: Int[Array, "B S"] | None = None,
+        attn_reduce: Callable | None = None,
     ) -> ModelOutput:
         """Logits for ``tokens_BS``; see :func:`forward_decoder` for the arguments."""
         rotary_dim, theta = self._rope()
@@ -402,6 +451,8 @@ class DecoderLM(nnx.Module):
             return_attn=return_attn,
             segment_ids_BS=segment_ids_BS,
             attention_kind=self.cfg.attention_kind,
+            attention_impl=self.cfg.attention_impl,
+            attn_reduce=attn_reduce,
         )
 
     def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:

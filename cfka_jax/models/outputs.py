@@ -46,7 +46,8 @@ class ModelOutput:
         hidden_states: with ``return_hidden``, L + 1 arrays ``[B, S, D]`` exactly as HF returns them: the
             embeddings, the outputs of layers 0 .. L-2, and the final-normed output of layer L-1 (HF replaces
             the last entry by the post-norm state, so it equals ``final_hidden``).
-        attentions: with ``return_attn``, L arrays ``[B, N, S, T]`` of post-softmax probabilities.
+        attentions: with ``return_attn``, L arrays ``[B, N, S, T]`` of post-softmax probabilities (or, with
+            ``attn_reduce``, L per-layer reductions of them).
         cache: the updated cache when one was passed in.
     """
 

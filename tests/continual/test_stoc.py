@@ -1,5 +1,7 @@
 """STOC token scores and snippet rules against explicit loops and hand-worked cases."""
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -36,8 +38,12 @@ def test_unknown_norm_raises():
         stoc.token_scores(jnp.zeros((1, 2, 2)), jnp.ones(1, jnp.int32), "mean")
 
 
-def test_attention_scores_average_layers_and_query_heads_and_ignore_padding():
+@pytest.mark.parametrize("scan", [False, True], ids=["loop", "scan"])
+def test_attention_scores_average_layers_and_query_heads_and_ignore_padding(scan):
+    """The scores reduce each layer's map inside the layer (``attn_reduce``); the reference keeps every map."""
     model = tiny_model()  # 6 query heads sharing 2 KV heads (GQA)
+    if scan:
+        model = type(model)(dataclasses.replace(model.cfg, scan_layers=True), rngs=nnx.Rngs(0))
     rng = np.random.default_rng(1)
     docs = [rng.integers(1, VOCAB, size=n).astype(np.int32) for n in (9, 4, 13)]
     got = stoc.attention_scores(model, docs, norm="j_plus_1", batch_size=2, pad_to=8)

@@ -9,7 +9,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from cfka_jax import jsonio
-from cfka_jax.models.layers import ATTENTION_KINDS
+from cfka_jax.models.layers import ATTENTION_IMPLS, ATTENTION_KINDS
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu")
 
@@ -40,7 +40,8 @@ class PythiaConfig:
     ``scan_layers`` (stack the blocks and apply them with ``nnx.scan``) and ``remat`` (rematerialise each block).
     ``attention_kind``: ``"softmax"`` (the port) or ``"linear"`` (the theory's causal linear attention,
     ``models/layers.attention``); written to ``config.json`` only when linear and read back from it (HF torch
-    does not know the field and would run softmax).
+    does not know the field and would run softmax). ``attention_impl``: ``"auto"`` (fused on GPU/TPU, explicit on
+    CPU), ``"explicit"`` or ``"fused"`` (``models/layers.resolve_attention_impl``); never written to config.json.
     """
 
     vocab_size: int
@@ -64,10 +65,13 @@ class PythiaConfig:
     scan_layers: bool = False
     remat: bool = False
     attention_kind: str = "softmax"
+    attention_impl: str = "auto"
 
     def __post_init__(self):
         if self.attention_kind not in ATTENTION_KINDS:
             raise ValueError(f"attention_kind must be one of {ATTENTION_KINDS}, got {self.attention_kind!r}")
+        if self.attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"attention_impl must be one of {ATTENTION_IMPLS}, got {self.attention_impl!r}")
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -144,7 +148,7 @@ class PythiaConfig:
     def to_hf_config(self) -> dict[str, Any]:
         """The ``config.json`` dict transformers 5 writes for this model (RoPE under ``rope_parameters``)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name in ("dtype", "scan_layers", "remat", "rotary_pct", "rotary_emb_base"):
+        for name in ("dtype", "scan_layers", "remat", "attention_impl", "rotary_pct", "rotary_emb_base"):
             del d[name]
         if self.attention_kind == "softmax":  # the HF field set; a linear port records its kind
             del d["attention_kind"]

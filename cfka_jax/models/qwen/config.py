@@ -14,7 +14,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from cfka_jax import jsonio
-from cfka_jax.models.layers import ATTENTION_KINDS
+from cfka_jax.models.layers import ATTENTION_IMPLS, ATTENTION_KINDS
 
 MODEL_TYPES = ("qwen2", "qwen3")
 _IGNORED = (
@@ -36,7 +36,7 @@ class QwenConfig:
 
     ``head_dim=None`` means ``hidden_size // num_attention_heads`` (Qwen2 configs omit it). ``attention_bias``
     is only meaningful for qwen3 (Qwen2 always has q/k/v bias and no o_proj bias). Non-HF fields: ``dtype``,
-    ``scan_layers``, ``remat``, ``attention_kind`` (see :class:`~cfka_jax.models.pythia.config.PythiaConfig`).
+    ``scan_layers``, ``remat``, ``attention_kind``, ``attention_impl`` (see :class:`~cfka_jax.models.pythia.config.PythiaConfig`).
     """
 
     model_type: str
@@ -63,10 +63,13 @@ class QwenConfig:
     scan_layers: bool = False
     remat: bool = False
     attention_kind: str = "softmax"
+    attention_impl: str = "auto"
 
     def __post_init__(self):
         if self.attention_kind not in ATTENTION_KINDS:
             raise ValueError(f"attention_kind must be one of {ATTENTION_KINDS}, got {self.attention_kind!r}")
+        if self.attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"attention_impl must be one of {ATTENTION_IMPLS}, got {self.attention_impl!r}")
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {self.model_type!r}")
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"):
@@ -164,7 +167,7 @@ class QwenConfig:
     def to_hf_config(self) -> dict[str, Any]:
         """The ``config.json`` dict transformers 5 writes (RoPE under ``rope_parameters``)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name in ("dtype", "scan_layers", "remat", "rope_theta"):
+        for name in ("dtype", "scan_layers", "remat", "attention_impl", "rope_theta"):
             del d[name]
         if self.attention_kind == "softmax":  # the HF field set; a linear port records its kind
             del d["attention_kind"]
