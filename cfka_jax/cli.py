@@ -46,6 +46,7 @@ def _proofs(args: argparse.Namespace) -> int:
 PASSTHROUGH = {
     "sweep": ("experiments.theory_sweep", "main", "continual-theory sweep over EWC strength × α × seeds"),
     "stoc-table": ("experiments.stoc_table", "cli", "STOC / LAMOL / Random replay table on Biography"),
+    "stoc-scale": ("experiments.stoc_scale", "cli", "STOC / LAMOL / Random replay as the Biography world grows"),
     "knowedit": ("experiments.knowedit", "main", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
     "corpus-cpt": ("experiments.corpus_cpt", "main",
                    "CPT on your own corpus with STOC replay and MMLU-format evaluation"),
@@ -71,7 +72,8 @@ def _biography(args: argparse.Namespace) -> int:
 
         initialize_distributed()
     common = dict(preset=args.preset, out=args.out, arch=args.arch, seed=args.seed, cache_dir=args.cache_dir,
-                  progress=not args.no_progress, dtype=args.dtype, ckpt_every=args.ckpt_every, mesh=args.mesh)
+                  progress=not args.no_progress, dtype=args.dtype, ckpt_every=args.ckpt_every, mesh=args.mesh,
+                  bpe_vocab=args.bpe_vocab)
     if args.command == "pt":
         result = bio.pretrain(PTSpec(**common))
     else:
@@ -79,7 +81,9 @@ def _biography(args: argparse.Namespace) -> int:
                                        ewc_lambda=args.ewc_lambda, ewc_fisher=args.ewc_fisher,
                                        freeze_layers=args.freeze_layers, lora_rank=args.lora_rank,
                                        pt_dir=args.pt_dir, replay_dir=args.replay_dir,
-                                       eval_every=args.eval_every, replay=_switches(args)))
+                                       eval_every=args.eval_every, replay=_switches(args),
+                                       token_weights=args.token_weights, energy_tau=args.energy_tau,
+                                       energy_normalize=args.energy_normalize))
     print(json.dumps({k: v for k, v in result.final.items() if k.count("/") <= 1}, indent=1))
     return 0
 
@@ -92,9 +96,12 @@ def _switches(args: argparse.Namespace):
 
 
 def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
-    p.add_argument("--preset", default="smoke", choices=["smoke", "small", "paper"],
+    from cfka_jax.runs.presets import BIOGRAPHY
+
+    p.add_argument("--preset", default="smoke", choices=list(BIOGRAPHY),
                    help="scale: smoke (a plumbing check in seconds), small (shows the effect on 2 CPU cores), "
-                        "paper (the reference scale, for accelerators)")
+                        "paper (the reference scale, for accelerators), w600/w2400/w10k (world sizes between "
+                        "small and paper, for accelerators)")
     p.add_argument("--out", default=default_out, help="run folder (config, metrics.jsonl, checkpoints, final.json)")
     p.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
     p.add_argument("--seed", type=int, default=0)
@@ -104,6 +111,9 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
                    help="bfloat16: float32 master weights, bf16 forward/backward, float32 loss")
     p.add_argument("--ckpt-every", type=int, default=None,
                    help="checkpoint interval in steps (default: the preset's; 0 = only at the end)")
+    p.add_argument("--bpe-vocab", type=int, default=None, metavar="N",
+                   help="train a BPE tokenizer of N entries on the world (names split into shared pieces) instead "
+                        "of the word-level one")
     p.add_argument("--mesh", default=None, help="shard the run over devices, e.g. data=2,fsdp=4 or auto "
                    "(axes data, fsdp, tensor; docs/scale.md)")
     p.add_argument("--distributed", action="store_true", help="multi-host: call jax.distributed.initialize first "
@@ -128,6 +138,14 @@ def _add_cpt_args(c: argparse.ArgumentParser) -> None:
     c.add_argument("--snippet-rule", default="token_argmax", choices=["token_argmax", "window_sum"])
     c.add_argument("--no-minhash", action="store_true", help="generative replay without MinHash deduplication")
     c.add_argument("--lamol-sampler", default="stoc", choices=["stoc", "topk20"])
+    obj = c.add_argument_group("token objective (default: mean next-token NLL)")
+    obj.add_argument("--token-weights", default=None, metavar="PHI_DIR",
+                     help="TAALM: train on TWPPL with the token weights of a Train-Attention model φ saved by "
+                          "`cfka taalm` (its vocabulary must be this run's)")
+    obj.add_argument("--energy-tau", type=float, default=None, metavar="TAU",
+                     help="drop tokens whose update energy E = ||e_y - softmax(z)||^2 is >= TAU (E in [0, 2])")
+    obj.add_argument("--energy-normalize", default=None, choices=["all", "kept"],
+                     help="energy masking: divide by all supervised tokens (default) or by the kept ones")
 
 
 def build_parser() -> argparse.ArgumentParser:

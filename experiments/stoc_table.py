@@ -100,11 +100,20 @@ def markdown(results: dict[Row, dict], pt: dict) -> str:
     return "\n".join(lines)
 
 
+def corpus_coverage(folder: pathlib.Path, world) -> dict | None:
+    """What the drawn sequences of the replay corpus in ``folder`` say about the world (``fact_coverage``), or
+    None when the corpus has not been built."""
+    from datasets import load_from_disk
+
+    if not (folder / "config.json").exists():
+        return None
+    texts = load_from_disk(str(folder / "candidates"))["text"]
+    return fact_coverage([texts[i] for i in load_from_disk(str(folder / "replay"))["candidate"]], world.people)
+
+
 def replay_markdown(out: pathlib.Path, switches: ReplaySwitches, kinds, world) -> str:
     """Build statistics of each corpus and what its drawn sequences say about the world (``fact_coverage``),
     with real replay 'all' as the reference row."""
-    from datasets import load_from_disk
-
     keys = ("num_prompts", "num_unique_prompts", "num_candidates", "minhash_dropped", "num_sequences",
             "num_unique_sequences", "replay_tokens", "total_s")
     facts = ("pt_people_named", "cpt_people_named", "pt_fact_coverage", "true_values_per_mention")
@@ -112,11 +121,9 @@ def replay_markdown(out: pathlib.Path, switches: ReplaySwitches, kinds, world) -
     fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
     for kind in kinds:
         folder = out / f"replay-{kind}{switches.tag}"
-        if (folder / "config.json").exists():
+        cov = corpus_coverage(folder, world)
+        if cov is not None:
             s = json.loads((folder / "stats.json").read_text())
-            texts = load_from_disk(str(folder / "candidates"))["text"]
-            drawn = [texts[i] for i in load_from_disk(str(folder / "replay"))["candidate"]]
-            cov = fact_coverage(drawn, world.people)
             lines.append(f"| {KIND_NAMES[kind]} | " + " | ".join(fmt(s[k]) for k in keys) + " | "
                          + " | ".join(fmt(cov[k]) for k in facts) + " |")
     cov = fact_coverage([b.text for b in world.replay_pool("all")], world.people)
@@ -198,7 +205,7 @@ def _write(out: pathlib.Path, cfg: TableConfig, results: dict[Row, dict], histor
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="cfka stoc-table", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="small", choices=["smoke", "small", "paper"])
+    ap.add_argument("--preset", default="small", choices=list(BIOGRAPHY))
     ap.add_argument("--out", default=None, help="table folder (default runs/stoc-<preset>)")
     ap.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
     ap.add_argument("--alphas", default=",".join(map(str, ALPHAS)), help="comma-separated new-data fractions")

@@ -66,10 +66,18 @@ def _file_digest(path: str, h) -> None:
         raise ValueError(f"{path}: no such file or folder")
 
 
+HASH_OPTIONAL = ("bpe_vocab",)
+"""Top-level config fields left out of :func:`config_hash` while they are None."""
+
+
 def config_hash(config) -> str:
     """A short hex key of a (nested) dataclass config and the contents of the files its ``*_path`` fields name."""
     h = hashlib.sha256(f"v{FORMAT_VERSION}".encode())
-    h.update(json.dumps(dataclasses.asdict(config), sort_keys=True).encode())
+    fields = dataclasses.asdict(config)
+    for name in HASH_OPTIONAL:  # unset options added later leave the keys of existing caches unchanged
+        if fields.get(name, 0) is None:
+            del fields[name]
+    h.update(json.dumps(fields, sort_keys=True).encode())
 
     def visit(cfg):
         for f in dataclasses.fields(cfg):

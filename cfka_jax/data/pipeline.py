@@ -33,7 +33,8 @@ import numpy as np
 from cfka_jax.data import io
 from cfka_jax.data.biography import BiographyConfig, World
 from cfka_jax.data.packing import FtaTargets, Packed, epoch_order, fta_targets, pack
-from cfka_jax.data.tokenize import TokenizedSplit, load_tokenizer, tokenize_split, train_word_tokenizer
+from cfka_jax.data.tokenize import (BPE_MIN_VOCAB, TokenizedSplit, load_tokenizer, tokenize_split,
+                                    train_word_tokenizer)
 
 SPLITS = ("pt_train", "pt_test", "cpt_train", "cpt_test")
 REPLAY_SPLITS = ("replay_all", "replay_half")
@@ -50,7 +51,10 @@ class DataConfig:
       bio: the Biography world.
       seq_len: chunk length S (reference 512).
       max_length: truncation length of one biography (reference 512).
-      tokenizer_path: a local HF tokenizer folder; None trains the project's word-level tokenizer on the world.
+      tokenizer_path: a local HF tokenizer folder; None trains the project's tokenizer on the world.
+      bpe_vocab: None: the trained tokenizer is word-level (every word its own token); an integer: BPE with that
+        many entries (names split into shared pieces, as with a real LM tokenizer). Ignored with
+        ``tokenizer_path``.
       doc_mask: pack with document masking (§11 row 6 ``pack.doc_mask``; reference: False).
       pack_seed: seed of the per-epoch document order of training packs.
     """
@@ -59,6 +63,7 @@ class DataConfig:
     seq_len: int = 512
     max_length: int = 512
     tokenizer_path: str | None = None
+    bpe_vocab: int | None = None
     doc_mask: bool = False
     pack_seed: int = 42
 
@@ -67,6 +72,9 @@ class DataConfig:
             raise ValueError(f"seq_len must be >= 2, got {self.seq_len}")
         if self.max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {self.max_length}")
+        if self.bpe_vocab is not None and (not isinstance(self.bpe_vocab, int) or isinstance(self.bpe_vocab, bool)
+                                           or self.bpe_vocab < BPE_MIN_VOCAB):
+            raise ValueError(f"bpe_vocab must be an integer >= {BPE_MIN_VOCAB}, got {self.bpe_vocab!r}")
 
 
 PRESETS = {
@@ -119,9 +127,9 @@ class DataBundle:
                     doc_mask=self.config.doc_mask)
 
 
-def _train_tokenizer(world: World, folder: str):
+def _train_tokenizer(world: World, folder: str, bpe_vocab: int | None):
     return train_word_tokenizer((b.text for bios in world.splits.values() for b in bios),
-                                os.path.join(folder, "tokenizer"))
+                                os.path.join(folder, "tokenizer"), bpe_vocab=bpe_vocab)
 
 
 def _tokenize_all(config: DataConfig, world: World, tokenizer) -> dict[str, TokenizedSplit]:
@@ -217,7 +225,7 @@ def build_data(config: DataConfig, cache_dir: str | os.PathLike) -> DataBundle:
     world = generate_world(config.bio)  # validates pool and template files before anything is written
     os.makedirs(folder)
     try:
-        tokenizer = user_tokenizer if user_tokenizer is not None else _train_tokenizer(world, folder)
+        tokenizer = user_tokenizer if user_tokenizer is not None else _train_tokenizer(world, folder, config.bpe_vocab)
         splits = _tokenize_all(config, world, tokenizer)
         train, evals = _pack_all(config, splits, int(tokenizer.eos_token_id))
         _write(folder, world, splits, train, evals, _manifest(config, tokenizer, splits, train, evals))

@@ -40,12 +40,23 @@ WORD_PATTERN = r" ?\w+| ?[^\w\s]|\s+"
 """Pre-tokenizer pieces: a word or one punctuation mark, each with its optional leading space; other whitespace."""
 
 
-def train_word_tokenizer(texts, folder: str | os.PathLike):
-    """Train, save and reload a word-level tokenizer on ``texts``.
+BPE_MIN_VOCAB = 256
+"""The smallest BPE vocabulary accepted: the corpus's characters (with and without a leading space) plus merges."""
+
+
+def train_word_tokenizer(texts, folder: str | os.PathLike, *, bpe_vocab: int | None = None):
+    """Train, save and reload the project's tokenizer on ``texts``: word-level, or BPE with ``bpe_vocab`` entries.
+
+    Both share the pre-tokenizer (words and single punctuation marks with their leading space), so a value
+    tokenised as ``" " + value`` has exactly the tokens it has inside a sentence, and decoding is lossless. The
+    word-level tokenizer gives every word of the corpus its own token; BPE splits rare words (most names) into
+    pieces shared between names, as a real LM tokenizer does.
 
     Args:
-      texts: an iterable of strings (the whole corpus: every word of it enters the vocabulary).
+      texts: an iterable of strings (the whole corpus: every word, or every character for BPE, enters the
+        vocabulary).
       folder: where ``tokenizer.json`` and the HF config files are written.
+      bpe_vocab: None for word-level, else the BPE vocabulary size (>= ``BPE_MIN_VOCAB``).
 
     Returns:
       The saved tokenizer reloaded from ``folder`` (``PreTrainedTokenizerFast``); EOS id 0, pad = EOS.
@@ -53,11 +64,19 @@ def train_word_tokenizer(texts, folder: str | os.PathLike):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordLevel(unk_token=UNK_TOKEN))
+    specials = [EOS_TOKEN, UNK_TOKEN]
+    if bpe_vocab is None:
+        tok = Tokenizer(models.WordLevel(unk_token=UNK_TOKEN))
+        trainer = trainers.WordLevelTrainer(vocab_size=1 << 24, min_frequency=0, show_progress=False,
+                                            special_tokens=specials)
+    else:
+        if not isinstance(bpe_vocab, int) or bpe_vocab < BPE_MIN_VOCAB:
+            raise ValueError(f"bpe_vocab must be an integer >= {BPE_MIN_VOCAB}, got {bpe_vocab!r}")
+        tok = Tokenizer(models.BPE(unk_token=UNK_TOKEN))
+        trainer = trainers.BpeTrainer(vocab_size=bpe_vocab, min_frequency=2, show_progress=False,
+                                      special_tokens=specials)
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated")
     tok.decoder = decoders.Fuse()
-    trainer = trainers.WordLevelTrainer(vocab_size=1 << 24, min_frequency=0, show_progress=False,
-                                        special_tokens=[EOS_TOKEN, UNK_TOKEN])
     tok.train_from_iterator(texts, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN,
                                    unk_token=UNK_TOKEN, clean_up_tokenization_spaces=False)

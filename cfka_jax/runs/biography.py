@@ -37,7 +37,7 @@ from cfka_jax.runs.engine import RunResult, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.presets import Preset
 from cfka_jax.runs.specs import DTYPES, CPTSpec, PTSpec
-from cfka_jax.train.step import master_params, token_nll_loss
+from cfka_jax.train.step import master_params
 
 
 def build_model(p: Preset, arch: str, vocab_size: int, seed: int, dtype: str = "float32") -> nnx.Module:
@@ -129,7 +129,7 @@ def _pt_params(spec: CPTSpec, p: Preset, pt: RunResult | None, model: nnx.Module
 
 
 def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | None = None, *,
-              extra_evaluators: dict[str, Callable] | None = None, loss_fn=token_nll_loss,
+              extra_evaluators: dict[str, Callable] | None = None, loss_fn=None,
               init_params=None) -> RunResult:
     """Runs (or resumes) CPT from the PT parameters and returns its result.
 
@@ -139,14 +139,19 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
       data: the data bundle (else built or read from the cache).
       extra_evaluators: name → ``factory(graphdef, rest) → evaluate(params, step) → dict``; their records join
         the FTA evaluation records.
-      loss_fn: the token objective of the train step (``train/step.py``), e.g. a token-weighted loss.
+      loss_fn: a token objective for the train step (``train/step.py``) in place of the spec's
+        (``methods.token_objective``: mean NLL, φ-weighted TWPPL or energy masking); only with a plain spec.
       init_params: parameters to start training from instead of the PT ones (e.g. after a reset), same
         structure; replay is still sampled from, and EWC still anchored at, the PT parameters.
     """
     p, folder = spec.scale, RunFolder(spec.out)
     _check_pt(spec, p, pt)
+    methods.check_token_weights(spec)
+    if loss_fn is not None and (spec.token_weights is not None or spec.energy_tau is not None):
+        raise ValueError("a loss_fn was given and the spec names a token objective (token_weights / energy_tau)")
     folder.check(spec, p)
     bundle = _data(p, spec.cache_dir, data)
+    objective, add_weights = methods.token_objective(spec, len(bundle.tokenizer))
     model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
     params = _pt_params(spec, p, pt, model, bundle)
     folder.start(spec, p)
@@ -161,10 +166,11 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     batcher = EpochBatcher(docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=p.cpt.batch,
                            seed=spec.seed + 1, doc_mask=bundle.config.doc_mask)
     fta = _fta_factory(bundle, {"Original": "pt_test", "Continual": "cpt_test"}, spec.dtype, p.eval_batch)
-    extra = extra_evaluators or {}
+    extra = {**methods.objective_evaluators(spec, bundle), **(extra_evaluators or {})}
     factory = lambda g, r: combine(fta(g, r), *(f(g, r) for f in extra.values()))  # noqa: E731
-    run = train_lm(model, batcher, opt=p.cpt.optim(), loop=p.cpt.loop(progress=spec.progress), folder=folder,
-                   evaluate_factory=factory, penalty=penalty, penalty_args=penalty_args, loss_fn=loss_fn,
+    run = train_lm(model, lambda t: add_weights(batcher(t)), opt=p.cpt.optim(),
+                   loop=p.cpt.loop(progress=spec.progress), folder=folder, evaluate_factory=factory,
+                   penalty=penalty, penalty_args=penalty_args, loss_fn=loss_fn or objective,
                    trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=_mesh(spec.mesh))
     em = _em(run, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, spec.seed, spec.dtype)
     return finish_run(folder, factory(run.graphdef, run.rest), run,

@@ -8,7 +8,8 @@
 
 A folder that already holds a run is only resumed by the *same* run: :meth:`RunFolder.start` compares the stored
 config with the new one and refuses, naming every differing field, unless they agree on everything that can
-change a result (``progress``, ``out``, ``cache_dir`` and ``mesh`` may differ). Nothing is written on refusal.
+change a result (``progress``, ``out``, ``cache_dir`` and ``mesh`` may differ). A field the stored config lacks
+matches ``None`` (an option added to the specs after that run was made, left unset). Nothing is written on refusal.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def _diff(stored: Any, new: Any, prefix: str = "") -> list[str]:
         out = []
         for key in sorted(set(stored) | set(new)):
             if key in IGNORED and not prefix.startswith("preset"):
+                continue
+            if key not in stored and new.get(key) is None:  # an optional field added after the run was made
                 continue
             out += _diff(stored.get(key, "<absent>"), new.get(key, "<absent>"), f"{prefix}{key}.")
         return out

@@ -6,11 +6,15 @@
 * :func:`ewc_setup`: the Fisher (decision #9) over old-data batches and the penalty operands, passed to the
   jitted step as arguments; :func:`lora_effective_penalty` applies it to the effective weights W + (α/r)·A·B of
   a LoRA model (the Fisher lives on the base weights, which LoRA never moves);
+* :func:`token_objective`: the step's token loss: mean NLL, TWPPL with a Train-Attention model's weights
+  (TAALM, ``continual/taalm``) added to every batch, or update-energy masking (``geometry/energy.py``);
 * :func:`update_mode`: full fine-tuning, freezing (embeddings + first N blocks, §4.4) or LoRA (§4.6 with
   alpha = 2r; adapter dropout 0 because the step keeps no RNG state across steps).
 """
 
 from __future__ import annotations
+
+import pathlib
 
 import jax
 import numpy as np
@@ -24,6 +28,7 @@ from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.runs.presets import Preset
 from cfka_jax.runs.replay import GENERATIVE, ensure_replay, synthetic_replay_config
 from cfka_jax.runs.specs import CPTSpec
+from cfka_jax.train.step import token_nll_loss
 
 
 def cpt_documents(spec: CPTSpec, bundle: DataBundle, model) -> tuple[list, dict]:
@@ -80,3 +85,52 @@ def update_mode(spec: CPTSpec, p: Preset, model):
                                 rngs=nnx.Rngs(spec.seed))
         filt = peft.trainable_filter(model)
     return model, lambda params: peft.trainable_mask(params, filt)
+
+
+def check_token_weights(spec: CPTSpec) -> None:
+    """Before any data is built: ``spec.token_weights`` is a saved φ folder."""
+    if spec.token_weights is None:
+        return
+    from cfka_jax.continual.taalm.weights import PHI_JSON
+
+    if not (pathlib.Path(spec.token_weights) / PHI_JSON).is_file():
+        raise ValueError(f"--token-weights {spec.token_weights}: no {PHI_JSON} there; not a Train-Attention (φ) "
+                         f"folder (`cfka taalm` writes one under <out>/phi)")
+
+
+def token_objective(spec: CPTSpec, vocab_size: int):
+    """``(loss_fn, add_weights)``: the step's ``loss_fn(logits_BSV, batch)`` and a batch transform (identity
+    unless φ's token weights are added as ``batch['token_weights']``).
+
+    * plain: mean next-token NLL over the targets (``train.step.token_nll_loss``);
+    * ``token_weights``: TWPPL, per sequence ``Σ w·m·nll / (Σ w·m + ε)`` averaged over sequences, with
+      ``w = φ(tokens)`` of the frozen φ in ``spec.token_weights`` (``continual/taalm/twppl.py``);
+    * ``energy_tau``: tokens whose update energy ``E = ‖e_y − softmax(z)‖²`` (same forward, detached) is ≥ τ are
+      dropped from the loss, normalised by all supervised tokens or the kept ones (``geometry/energy.py``).
+    """
+    if spec.token_weights is not None:
+        from cfka_jax.continual.taalm.twppl import twppl_loss
+        from cfka_jax.continual.taalm.weights import phi_token_weights
+
+        weights = phi_token_weights(spec.token_weights, vocab_size=vocab_size)
+        return twppl_loss, lambda batch: {**batch, "token_weights": weights(batch)}
+    if spec.energy_tau is not None:
+        from cfka_jax.geometry.energy import EnergyMaskConfig, make_energy_loss
+
+        cfg = EnergyMaskConfig(tau=spec.energy_tau, normalize=spec.energy_normalize or "all")
+        return make_energy_loss(cfg), lambda batch: batch
+    return token_nll_loss, lambda batch: batch
+
+
+def objective_evaluators(spec: CPTSpec, bundle: DataBundle) -> dict:
+    """Evaluators that come with the token objective: under energy masking, the masked fraction, mean energy and
+    band counts of the first 16 chunks of the new (``cpt_train``) and old (``pt_train``) training data at every
+    evaluation (``geometry.energy.energy_evaluator``)."""
+    if spec.energy_tau is None:
+        return {}
+    from cfka_jax.geometry.energy import EnergyMaskConfig, energy_evaluator
+
+    cfg = EnergyMaskConfig(tau=spec.energy_tau, normalize=spec.energy_normalize or "all")
+    sets = {name: [packed_batch(bundle.train[name], slice(i, i + 8)) for i in (0, 8)
+                   if i + 8 <= bundle.train[name].num_chunks] for name in ("cpt_train", "pt_train")}
+    return {"energy": energy_evaluator({k: v for k, v in sets.items() if v}, cfg)}

@@ -5,8 +5,8 @@ A :class:`Preset` holds what a scale fixes and nothing a run chooses (method, α
 * ``pt`` / ``cpt``: the :class:`Schedule` of each training phase (``pt`` is None for studies that start from a
   pretrained model: KnowEdit, bring-your-own corpus);
 * ``model``: the :class:`ModelSize` of a from-scratch model (Biography), None for a pretrained one;
-* ``data`` / ``people`` / ``seq_len``: the Biography data preset and its overrides (``seq_len`` is the chunk
-  length of every study);
+* ``data`` / ``people`` / ``seq_len`` / ``bpe_vocab``: the Biography data preset and its overrides (``seq_len`` is
+  the chunk length of every study; ``bpe_vocab`` trains a BPE tokenizer of that size instead of the word-level one);
 * evaluation (``eval_batch``, ``em_docs``, ``mc_max_length``), update modes (``freeze_layers``, ``lora_rank``)
   and generative-replay sampling sizes (:class:`ReplaySampling`).
 
@@ -110,6 +110,7 @@ class Preset:
     lora_rank: int = 8
     replay: ReplaySampling = ReplaySampling()
     mc_max_length: int = 2048
+    bpe_vocab: int | None = None
 
     def __post_init__(self):
         _check_ints(self, ("seq_len", "eval_batch", "em_docs", "freeze_layers", "lora_rank", "mc_max_length"),
@@ -119,7 +120,7 @@ class Preset:
         return dataclasses.asdict(self)
 
     def data_config(self):
-        """The Biography data preset with this preset's overrides (people, chunk length)."""
+        """The Biography data preset with this preset's overrides (people, chunk length, BPE vocabulary)."""
         from cfka_jax.data.pipeline import preset as data_preset
 
         if self.data is None:
@@ -128,6 +129,8 @@ class Preset:
         if self.people is not None:
             bio_cfg = dataclasses.replace(cfg.bio, num_pt_people=self.people[0], num_cpt_people=self.people[1])
             cfg = dataclasses.replace(cfg, bio=bio_cfg)
+        if self.bpe_vocab is not None:
+            cfg = dataclasses.replace(cfg, bpe_vocab=self.bpe_vocab)
         return dataclasses.replace(cfg, seq_len=self.seq_len) if self.seq_len is not None else cfg
 
 
@@ -167,8 +170,24 @@ BIOGRAPHY = {
                     pt=Schedule(320_000, 1000, 1e-3, 5e-5, batch=48, eval_every=5000, ckpt_every=5000),
                     cpt=Schedule(80_000, 250, 5e-5, 1e-5, batch=48, eval_every=5000, ckpt_every=5000),
                     freeze_layers=6, lora_rank=128, em_docs=20_000),
+    # World sizes between small and paper (the STOC-at-scale sweep, ``cfka stoc-scale``): PT and CPT people in the
+    # small preset's 3 : 1 ratio, steps × batch scaled with the people so each person gets the small preset's
+    # exposure (≈ 27k PT tokens per PT person, ≈ 16k CPT tokens per CPT person), the model widened with the world.
+    "w600": Preset("w600", data="small", model=ModelSize(128, 4, 4, 2, 384),
+                   pt=Schedule(8000, 200, 3e-3, 1e-4, batch=16, eval_every=1000, ckpt_every=1000),
+                   cpt=Schedule(1600, 80, 1e-3, 1e-4, batch=16, eval_every=400, ckpt_every=400),
+                   lora_rank=16, em_docs=200, people=(600, 200), seq_len=128),
+    "w2400": Preset("w2400", data="small", model=ModelSize(192, 4, 6, 2, 576),
+                    pt=Schedule(16_000, 400, 2e-3, 1e-4, batch=32, eval_every=2000, ckpt_every=2000),
+                    cpt=Schedule(3200, 160, 1e-3, 1e-4, batch=32, eval_every=800, ckpt_every=800),
+                    lora_rank=16, em_docs=400, people=(2400, 800), seq_len=128),
+    "w10k": Preset("w10k", data="small", model=ModelSize(256, 6, 8, 4, 1024),
+                   pt=Schedule(33_000, 1000, 1.5e-3, 1e-4, batch=64, eval_every=3300, ckpt_every=3300),
+                   cpt=Schedule(6600, 300, 7e-4, 7e-5, batch=64, eval_every=1650, ckpt_every=1650),
+                   lora_rank=32, em_docs=800, people=(10_000, 3300), seq_len=128),
 }
-"""Biography PT → CPT (spec §4.1–§4.2 at the paper scale: Pythia-160M shape, 320k PT / 80k CPT steps)."""
+"""Biography PT → CPT (spec §4.1–§4.2 at the paper scale: Pythia-160M shape, 320k PT / 80k CPT steps; ``w600``,
+``w2400``, ``w10k``: world sizes between small and paper for ``cfka stoc-scale``, sized for an accelerator)."""
 
 KNOWEDIT = {
     "paper": Preset("paper", cpt=Schedule(8000, 500, 5e-5, 1e-5, batch=48, eval_every=500), seq_len=256,

@@ -1,6 +1,6 @@
 """Typed run specs of the Biography study: one pre-training run (:class:`PTSpec`) and one CPT run (:class:`CPTSpec`).
 
-A spec names what a run chooses (method, update mode, α, seed, folders); the scale comes from its preset
+A spec names what a run chooses (method, update mode, α, seed, folders, the token objective); the scale comes from its preset
 (``runs/presets.BIOGRAPHY``). Specs are frozen and validated on construction, so a bad value fails before any data
 is built or any model is loaded. ``config.json`` of a run folder stores the spec and its preset.
 """
@@ -13,6 +13,7 @@ import pathlib
 
 import jax.numpy as jnp
 
+from cfka_jax.data.tokenize import BPE_MIN_VOCAB
 from cfka_jax.parallel.mesh import parse_mesh
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup, override
 from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches
@@ -34,7 +35,8 @@ def _positive(name: str, value, allow_none: bool = True, minimum: int = 1) -> No
 @dataclasses.dataclass(frozen=True)
 class PTSpec:
     """A pre-training run on the PT population (``ckpt_every``: checkpoint interval, default the preset's;
-    ``mesh``: e.g. ``"data=2,fsdp=4"`` to shard the run over devices, ``parallel/mesh.parse_mesh``)."""
+    ``mesh``: e.g. ``"data=2,fsdp=4"`` to shard the run over devices, ``parallel/mesh.parse_mesh``; ``bpe_vocab``:
+    a BPE tokenizer of that size instead of the word-level one, ``data/tokenize.py``)."""
 
     preset: str = "smoke"
     out: str = "runs/pt-smoke"
@@ -45,6 +47,7 @@ class PTSpec:
     dtype: str = "float32"
     ckpt_every: int | None = None
     mesh: str | None = None
+    bpe_vocab: int | None = None
 
     def __post_init__(self):
         lookup(BIOGRAPHY, self.preset, "Biography")
@@ -56,12 +59,14 @@ class PTSpec:
             raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
         _positive("seed", self.seed, allow_none=False, minimum=0)
         _positive("ckpt_every", self.ckpt_every, minimum=0)
+        _positive("bpe_vocab", self.bpe_vocab, minimum=BPE_MIN_VOCAB)
 
     @property
     def scale(self) -> Preset:
         """The preset with this run's overrides."""
-        p = BIOGRAPHY[self.preset]
-        return p if self.ckpt_every is None else override(p, {"pt.ckpt_every": self.ckpt_every})
+        changes = {k: v for k, v in (("pt.ckpt_every", self.ckpt_every), ("bpe_vocab", self.bpe_vocab))
+                   if v is not None}
+        return override(BIOGRAPHY[self.preset], changes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,10 +100,14 @@ class CPTSpec:
     eval_every: int | None = None
     ckpt_every: int | None = None
     mesh: str | None = None
+    token_weights: str | None = None
+    energy_tau: float | None = None
+    energy_normalize: str | None = None
+    bpe_vocab: int | None = None
 
     def __post_init__(self):
         PTSpec(preset=self.preset, arch=self.arch, seed=self.seed, dtype=self.dtype, ckpt_every=self.ckpt_every,
-               mesh=self.mesh)
+               mesh=self.mesh, bpe_vocab=self.bpe_vocab)
         if self.method not in METHODS or self.update not in UPDATES:
             raise ValueError(f"method must be in {METHODS} and update in {UPDATES}, got {self.method}, {self.update}")
         if not (isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 1.0):
@@ -115,6 +124,19 @@ class CPTSpec:
         _positive("freeze_layers", self.freeze_layers, minimum=0)
         _positive("lora_rank", self.lora_rank)
         _positive("eval_every", self.eval_every, minimum=0)
+        self._check_objective()
+
+    def _check_objective(self) -> None:
+        """One token objective per run: plain NLL, φ-weighted TWPPL (``token_weights``) or energy masking."""
+        if self.token_weights is not None and self.energy_tau is not None:
+            raise ValueError("token_weights (TAALM) and energy_tau (energy masking) are two token objectives; "
+                             "choose one")
+        if self.energy_normalize is not None and self.energy_tau is None:
+            raise ValueError("energy_normalize needs energy_tau")
+        if self.energy_tau is not None:
+            from cfka_jax.geometry.energy import EnergyMaskConfig
+
+            EnergyMaskConfig(tau=self.energy_tau, normalize=self.energy_normalize or "all")
 
     @property
     def uses_alpha(self) -> bool:
@@ -123,13 +145,14 @@ class CPTSpec:
     @property
     def scale(self) -> Preset:
         """The preset with this run's overrides (evaluation and checkpoint intervals of the CPT phase)."""
-        changes = {f"cpt.{k}": v for k, v in (("eval_every", self.eval_every), ("ckpt_every", self.ckpt_every))
-                   if v is not None}
+        changes = {k: v for k, v in (("cpt.eval_every", self.eval_every), ("cpt.ckpt_every", self.ckpt_every),
+                                     ("bpe_vocab", self.bpe_vocab)) if v is not None}
         return override(BIOGRAPHY[self.preset], changes)
 
     @property
     def pt_folder(self) -> pathlib.Path:
-        return pathlib.Path(self.pt_dir or pathlib.Path(self.out).parent / f"pt-{self.preset}-{self.arch}")
+        bpe = f"-bpe{self.bpe_vocab}" if self.bpe_vocab is not None else ""
+        return pathlib.Path(self.pt_dir or pathlib.Path(self.out).parent / f"pt-{self.preset}-{self.arch}{bpe}")
 
     @property
     def replay_folder(self) -> pathlib.Path:
@@ -139,4 +162,5 @@ class CPTSpec:
     def pt_spec(self) -> PTSpec:
         """The PT run this CPT starts from."""
         return PTSpec(preset=self.preset, out=str(self.pt_folder), arch=self.arch, seed=self.seed,
-                      cache_dir=self.cache_dir, progress=self.progress, dtype=self.dtype, mesh=self.mesh)
+                      cache_dir=self.cache_dir, progress=self.progress, dtype=self.dtype, mesh=self.mesh,
+                      bpe_vocab=self.bpe_vocab)

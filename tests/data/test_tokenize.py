@@ -125,3 +125,51 @@ def test_word_tokenizer_next_to_a_model_config_keeps_its_class(world, tokenizer,
     for loader in (load_tokenizer, models.load_tokenizer):
         again = loader(folder)
         assert isinstance(again, PreTrainedTokenizerFast) and again(text)["input_ids"] == tokenizer(text)["input_ids"]
+
+
+@pytest.fixture(scope="module")
+def bpe(world, tmp_path_factory):
+    return train_word_tokenizer((b.text for bios in world.splits.values() for b in bios),
+                                tmp_path_factory.mktemp("bpe"), bpe_vocab=300)
+
+
+def test_bpe_tokenizer_is_lossless_locates_values_and_shares_name_pieces(world, tokenizer, bpe):
+    assert len(bpe) <= 300 < len(tokenizer)
+    split = tokenize_split(world.cpt_train, world.people, bpe)  # raises if any value has no exact token match
+    for r, b in enumerate(world.cpt_train[:20]):
+        ids = split.doc(r)
+        assert bpe.decode(ids[:-1]) == b.text and bpe.unk_token_id not in ids
+        for a, value in enumerate(world.people[b.pid].values):
+            assert bpe.decode(ids[split.idx[r, a]:split.idx2[r, a]]) == " " + value
+    names = [p.fullname for p in world.people]
+    pieces = [bpe(" " + n, add_special_tokens=False)["input_ids"] for n in names]
+    words = [tokenizer(" " + n, add_special_tokens=False)["input_ids"] for n in names]
+    assert sum(map(len, pieces)) > sum(map(len, words))  # names are split into more, shared pieces
+    assert len({t for p in pieces for t in p}) < len({t for w in words for t in w})
+
+
+def test_bpe_vocabulary_is_checked(world, tmp_path):
+    from cfka_jax.data.pipeline import preset
+
+    with pytest.raises(ValueError, match="bpe_vocab"):
+        train_word_tokenizer(["a b c"], tmp_path, bpe_vocab=10)
+    with pytest.raises(ValueError, match="bpe_vocab"):
+        preset("smoke", bpe_vocab=100)
+
+
+def test_unset_bpe_vocab_keeps_the_cache_key():
+    import dataclasses
+
+    from cfka_jax.data import io
+    from cfka_jax.data.pipeline import preset
+
+    cfg = preset("smoke")
+    stripped = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "bpe_vocab"}
+    assert "bpe_vocab" in dataclasses.asdict(cfg) and io.config_hash(cfg) != io.config_hash(
+        dataclasses.replace(cfg, bpe_vocab=512))
+    import hashlib
+    import json
+
+    h = hashlib.sha256(f"v{io.FORMAT_VERSION}".encode())
+    h.update(json.dumps(stripped, sort_keys=True).encode())
+    assert io.config_hash(cfg) == h.hexdigest()[:16]  # the key a cache built before the field existed has
