@@ -1,0 +1,103 @@
+"""The attention a trained port pays to each token type, from the maps STOC averages (spec §2.8, §6.4).
+
+For a packed corpus and its examples (object occurrences, ``lm_theory/biography.Examples``): example k has its
+query at (chunk b_k, position q_k) — the position whose logits predict the object — and its context at positions
+start_k … q_k of that chunk. With A^{l,n} the attention weights of layer l and query head n (post-softmax, or the
+raw causal scores of a linear-attention port), let
+
+    Ā^l[b, q, t] = mean_n |A^{l,n}[b, q, t]|                      (per layer; |·| is the identity for softmax),
+    z^l_s        = Σ_k Σ_{t = start_k … q_k, token(b_k, t) = s} Ā^l[b_k, q_k, t] / n_s,
+
+with n_s the number of examples whose context contains s: z^l_s is the attention mass the query puts on token
+type s, averaged over the examples (occurrences) that hold s; the pooled z_s is the mean over layers, i.e. the same
+computation on STOC's layer-and-head average (``continual/stoc.mean_attention``; equal for softmax ports, tested).
+The magnitude is taken per head because the sign of a linear head's score is not identifiable: flipping W_K and
+W_V of a head flips its scores and leaves the model unchanged (the theory's (z, y) → (−z, −y) symmetry).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from cfka_jax.data.packing import Packed
+from cfka_jax.eval.batches import row_blocks
+from cfka_jax.shapes import Array, Float, Int
+
+
+def layer_attention(attentions: tuple[Float[Array, "B N S T"], ...]) -> Float[Array, "L B S T"]:
+    """Ā^l: the magnitude of the attention weights averaged over query heads, per layer."""
+    return jnp.stack([jnp.mean(jnp.abs(a.astype(jnp.float32)), axis=1) for a in attentions])
+
+
+def type_mass(abar_LBST: Float[Array, "L B S T"], tokens_BS: Int[Array, "B S"], ex_b: Int[Array, " K"],
+              ex_q: Int[Array, " K"], ex_start: Int[Array, " K"], ex_valid: Array, *,
+              num_tokens: int) -> Float[Array, "L M"]:
+    """Σ over the valid examples k and their context positions t of Ā^l[b_k, q_k, t], summed per token type."""
+    t_T = jnp.arange(tokens_BS.shape[1])
+    keep_KT = (t_T[None, :] >= ex_start[:, None]) & (t_T[None, :] <= ex_q[:, None]) & ex_valid[:, None]
+    rows_LKT = abar_LBST[:, ex_b, ex_q, :]
+    ids = tokens_BS[ex_b].reshape(-1)
+    vals_LX = jnp.where(keep_KT[None], rows_LKT, 0.0).reshape(rows_LKT.shape[0], -1)
+    return jax.vmap(lambda v: jax.ops.segment_sum(v, ids, num_segments=num_tokens))(vals_LX)
+
+
+def _mass_pure(graphdef, params, rest, batch: dict, ex: dict, *, num_tokens: int) -> Float[Array, "L M"]:
+    model = nnx.merge(graphdef, params, rest)
+    out = model(batch["tokens"], positions_BS=batch["positions"], segment_ids_BS=batch.get("segment_ids"),
+                return_attn=True)
+    return type_mass(layer_attention(out.attentions), batch["tokens"], ex["b"], ex["q"], ex["start"], ex["valid"],
+                     num_tokens=num_tokens)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(graphdef, num_tokens: int):
+    return jax.jit(functools.partial(_mass_pure, graphdef, num_tokens=num_tokens))
+
+
+def _block_examples(chunks: np.ndarray, block_rows: np.ndarray, ex_chunk, ex_q, ex_start, width: int) -> dict:
+    """The examples of the block's chunks, as (row in block, query, start), padded to ``width`` (valid marks)."""
+    row_of = {int(c): i for i, c in enumerate(chunks[block_rows])}
+    sel = np.flatnonzero(np.isin(ex_chunk, chunks[block_rows]))
+    b = np.zeros(width, np.int32)
+    q, start, valid = np.zeros(width, np.int32), np.zeros(width, np.int32), np.zeros(width, bool)
+    b[:sel.size] = [row_of[int(c)] for c in ex_chunk[sel]]
+    q[:sel.size], start[:sel.size], valid[:sel.size] = ex_q[sel], ex_start[sel], True
+    return {"b": jnp.asarray(b), "q": jnp.asarray(q), "start": jnp.asarray(start), "valid": jnp.asarray(valid)}
+
+
+def attention_mass(graphdef, params, rest, packed: Packed, ex_chunk: np.ndarray, ex_query: np.ndarray,
+                   ex_start: np.ndarray, *, num_tokens: int, batch_size: int = 8) -> np.ndarray:
+    """Σ_k Σ_t Ā^l mass per layer and token type over all examples (module docstring), float64 (L, M).
+
+    Args:
+      graphdef, params, rest: the port (``nnx.split(model, nnx.Param, ...)``).
+      packed: the packed corpus the examples point into.
+      ex_chunk, ex_query, ex_start: int (K,) chunk, query position and context start of every example.
+      num_tokens: M, the vocabulary size.
+      batch_size: chunks per forward pass.
+    """
+    chunks = np.unique(ex_chunk)
+    per_chunk = np.bincount(np.searchsorted(chunks, ex_chunk)).max()
+    fn, total = _compiled(graphdef, num_tokens), None
+    for block in row_blocks(len(chunks), batch_size):
+        rows = block.rows[block.valid]
+        batch = {"tokens": jnp.asarray(packed.tokens[chunks[block.rows]], jnp.int32),
+                 "positions": jnp.asarray(packed.positions[chunks[block.rows]], jnp.int32)}
+        if packed.doc_mask:
+            batch["segment_ids"] = jnp.asarray(packed.segment_ids[chunks[block.rows]], jnp.int32)
+        ex = _block_examples(chunks, rows, ex_chunk, ex_query, ex_start, width=int(per_chunk) * batch_size)
+        mass = np.asarray(fn(params, rest, batch, ex), np.float64)
+        total = mass if total is None else total + mass
+    return total
+
+
+def per_type(mass_LM: np.ndarray, n_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(z^l_s per layer (L, M), pooled z_s (M,)) from the summed mass and the example counts n_s (0 where
+    n_s = 0)."""
+    z_LM = np.where(n_s[None, :] > 0, mass_LM / np.maximum(n_s[None, :], 1e-30), 0.0)
+    return z_LM, z_LM.mean(axis=0)

@@ -1,0 +1,261 @@
+"""Conserved quantities of the ports under gradient flow with per-block learning rates (spec §2.5, generalised).
+
+Rescaling symmetries. If the loss is unchanged by θ_A → θ_A G, θ_B → θ_B-side G⁻¹ for G in a group acting on
+parameter blocks A and B, then under gradient flow θ̇ = −η ∇ℓ with a learning rate η per parameter leaf,
+
+    C = Σ_{leaves a ∈ A} θ_aᵀθ_a / η_a − Σ_{leaves b ∈ B} θ_b θ_bᵀ / η_b              is constant in time
+
+for every generator of the group (the matrix form for GL(n), one scalar per independent scaling). This is
+``theory/conservation.py``'s c_s = z_s²/η_Z − ‖y_s‖²/η_Y for the blocks of a multi-layer port. Families
+(shapes over layers L, KV heads K, query heads N, head dim H, rotary width R, model width D, MLP width F):
+
+* ``qk_rot`` (L, K, R/2): q and k of a head pair scaled by α and 1/α in one rotary plane (RoPE rotations commute
+  with a common scale of both dims of the plane); query heads sharing a KV head scale together.
+* ``qk_pass`` (L, K, R', R'), R' = H − R (partial RoPE): GL(R') on the dims RoPE leaves alone, q → qG, k → kG⁻ᵀ.
+* ``vo`` (L, K, H, H): GL(H) per KV head, v → vG and the o_proj rows of every query head reading it → G⁻¹(·).
+* ``norm_attn`` / ``norm_mlp`` (L, D), ``norm_final`` (D,) (untied heads only): a norm's scale (and bias) on
+  channel d against row d of every linear layer it feeds.
+* ``mlp`` (L, F): SwiGLU up_proj column f against down_proj row f; for ``hidden_act="relu"`` the first MLP layer's
+  column (and bias) f against the second's row f (positive homogeneity). GELU/SiLU gates have no such symmetry.
+* Qwen3 (per-head RMSNorm on q and k): ``qk_norm`` (L, H/2) q_norm against k_norm scales per rotary plane, and
+  ``q_head`` (L, N) / ``k_head`` (L, K) the squared norm of each head's projection alone (scale-invariant blocks:
+  the gradient is orthogonal to the block, so ‖θ‖² is conserved by itself).
+* linear attention (``attention_kind="linear"``, no q/k norms): ``qo`` (L, N), q of a head against its o_proj
+  rows, and ``kv`` (L, K), k against v of a KV head — the output is bilinear in (q·k) and v.
+
+Biases of the scaled output channels scale with their kernels and join the same side; biases after the scaled
+map (o_proj, down_proj, dense) do not. Discrete SGD conserves C up to O(η²) per step; weight decay λ (gradient
+ℓ + λ‖θ‖²/2 with the same per-leaf rates) gives dC/dt = −2λ (Σ_A θᵀθ − Σ_B θθᵀ), the unit-rate value of C.
+Adam's per-coordinate normalisation breaks every family (``proofs_check/check_port_invariants.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax.numpy as jnp
+from flax import nnx
+
+from cfka_jax.shapes import Array, Float
+
+Rates = Callable[[str], float] | None
+"""η of a parameter leaf from its path ('layers/0/self_attn/q_proj/kernel'); None: every η = 1."""
+
+
+class Invariant(NamedTuple):
+    """A family's conserved value C and the size of its terms (the same sum with + between the sides)."""
+
+    value: Array
+    scale: Array
+
+
+class _Terms:
+    """Σ_A − Σ_B accumulated with the sizes Σ_A + Σ_B."""
+
+    def __init__(self):
+        self.a, self.b = 0.0, 0.0
+
+    def add(self, side: str, x):
+        setattr(self, side, getattr(self, side) + x)
+
+    def done(self) -> Invariant:
+        return Invariant(self.a - self.b, self.a + self.b)
+
+
+def _tree(params) -> dict:
+    return nnx.to_pure_dict(params) if isinstance(params, nnx.State) else params
+
+
+class _Layer:
+    """Leaves of one block with their rates: ``get('self_attn', 'q_proj', 'kernel') -> (array, η)``."""
+
+    def __init__(self, tree: dict, prefix: tuple, index, rates: Rates):
+        self.tree, self.prefix, self.index, self.rates = tree, prefix, index, rates
+
+    def get(self, *path):
+        node = self.tree
+        for k in self.prefix + path:
+            node = node[k]
+        node = node if self.index is None else node[self.index]
+        rate = 1.0 if self.rates is None else self.rates("/".join(str(k) for k in self.prefix + path))
+        return node, rate
+
+    def has(self, *path) -> bool:
+        node = self.tree
+        for k in self.prefix + path:
+            if k not in node:
+                return False
+            node = node[k]
+        return True
+
+
+def _layers(tree: dict, cfg, rates: Rates) -> list[_Layer]:
+    if cfg.scan_layers:
+        return [_Layer(tree, ("layers",), i, rates) for i in range(cfg.num_hidden_layers)]
+    return [_Layer(tree, ("layers", i), None, rates) for i in range(cfg.num_hidden_layers)]
+
+
+class _Attn(NamedTuple):
+    """One block's attention weights in head layout, each with its rate (bias None when absent)."""
+
+    q: tuple            # (D, N, H)
+    qb: tuple | None    # (N, H)
+    k: tuple            # (D, K, H)
+    kb: tuple | None
+    v: tuple            # (D, K, H)
+    vb: tuple | None
+    o: tuple            # (N, H, D)
+    rows: list          # kernels fed by the attention norm, (D, ·) each, with rates
+
+
+def _qwen_attn(layer: _Layer, cfg) -> _Attn:
+    n, k, h = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_size
+    parts = {}
+    for name, heads in (("q", n), ("k", k), ("v", k)):
+        w, eta = layer.get("self_attn", f"{name}_proj", "kernel")
+        parts[name] = (w.reshape(w.shape[0], heads, h), eta)
+        b = layer.get("self_attn", f"{name}_proj", "bias") if layer.has("self_attn", f"{name}_proj", "bias") else None
+        parts[name + "b"] = None if b is None else (b[0].reshape(heads, h), b[1])
+    o, eta_o = layer.get("self_attn", "o_proj", "kernel")
+    rows = [layer.get("self_attn", f"{x}_proj", "kernel") for x in "qkv"]
+    return _Attn(parts["q"], parts["qb"], parts["k"], parts["kb"], parts["v"], parts["vb"],
+                 (o.reshape(n, h, -1), eta_o), rows)
+
+
+def _pythia_attn(layer: _Layer, cfg) -> _Attn:
+    n, h = cfg.num_attention_heads, cfg.head_dim
+    w, eta = layer.get("attention", "query_key_value", "kernel")
+    w3 = w.reshape(w.shape[0], 3, n, h)
+    b3 = None
+    if layer.has("attention", "query_key_value", "bias"):
+        b, eta_b = layer.get("attention", "query_key_value", "bias")
+        b3 = [(b.reshape(3, n, h)[j], eta_b) for j in range(3)]
+    o, eta_o = layer.get("attention", "dense", "kernel")
+    bias = (lambda j: None) if b3 is None else (lambda j: b3[j])
+    return _Attn((w3[:, 0], eta), bias(0), (w3[:, 1], eta), bias(1), (w3[:, 2], eta), bias(2),
+                 (o.reshape(n, h, -1), eta_o), [(w, eta)])
+
+
+def _sq(x: tuple | None, spec: str):
+    """Σ of the squared entries of a weight over the einsum ``spec`` divided by its rate (0 for None)."""
+    return 0.0 if x is None else jnp.einsum(spec, x[0], x[0]) / x[1]
+
+
+def _grouped(x: tuple | None, kv_heads: int):
+    """(…, N, H) → (…, K, G, H): query heads grouped by the KV head they read."""
+    if x is None:
+        return None
+    a = x[0]
+    return a.reshape(a.shape[:-2] + (kv_heads, a.shape[-2] // kv_heads, a.shape[-1])), x[1]
+
+
+def _qk(att: _Attn, kv_heads: int, rotary: int) -> dict[str, Invariant]:
+    """``qk_rot`` (K, R/2) and, with partial RoPE, ``qk_pass`` (K, R', R')."""
+    q, qb = _grouped(att.q, kv_heads), _grouped(att.qb, kv_heads)
+    gram_q = _sq(q, "dkgh,dkgi->khi") + _sq(qb, "kgh,kgi->khi")
+    gram_k = _sq(att.k, "dkh,dki->khi") + _sq(att.kb, "kh,ki->khi")
+    dq, dk = jnp.diagonal(gram_q, axis1=-2, axis2=-1), jnp.diagonal(gram_k, axis1=-2, axis2=-1)
+    half = rotary // 2
+    pq, pk = dq[:, :half] + dq[:, half:rotary], dk[:, :half] + dk[:, half:rotary]
+    out = {"qk_rot": Invariant(pq - pk, pq + pk)}
+    if rotary < gram_q.shape[-1]:
+        mq, mk = gram_q[:, rotary:, rotary:], gram_k[:, rotary:, rotary:]
+        out["qk_pass"] = Invariant(mq - mk, jnp.abs(mq) + jnp.abs(mk))
+    return out
+
+
+def _vo(att: _Attn, kv_heads: int) -> Invariant:
+    gram_v = _sq(att.v, "dkh,dki->khi") + _sq(att.vb, "kh,ki->khi")
+    o = _grouped((jnp.moveaxis(att.o[0], -1, 0), att.o[1]), kv_heads)  # (D, K, G, H)
+    gram_o = _sq(o, "dkgh,dkgi->khi")
+    return Invariant(gram_v - gram_o, jnp.abs(gram_v) + jnp.abs(gram_o))
+
+
+def _norm_vs_rows(norm: list[tuple], rows: list[tuple]) -> Invariant:
+    t = _Terms()
+    for p in norm:
+        t.add("a", _sq(p, "d,d->d"))
+    for w in rows:
+        t.add("b", _sq(w, "df,df->d"))
+    return t.done()
+
+
+def _linear_extras(att: _Attn, kv_heads: int) -> dict[str, Invariant]:
+    t_qo, t_kv = _Terms(), _Terms()
+    t_qo.add("a", _sq(att.q, "dnh,dnh->n") + _sq(att.qb, "nh,nh->n"))
+    t_qo.add("b", _sq(att.o, "nhd,nhd->n"))
+    t_kv.add("a", _sq(att.k, "dkh,dkh->k") + _sq(att.kb, "kh,kh->k"))
+    t_kv.add("b", _sq(att.v, "dkh,dkh->k") + _sq(att.vb, "kh,kh->k"))
+    return {"qo": t_qo.done(), "kv": t_kv.done()}
+
+
+def _qk_norm(layer: _Layer, att: _Attn) -> dict[str, Invariant]:
+    (gq, eq), (gk, ek) = layer.get("self_attn", "q_norm", "scale"), layer.get("self_attn", "k_norm", "scale")
+    half = gq.shape[0] // 2
+    sq, sk = gq**2 / eq, gk**2 / ek
+    pq, pk = sq[:half] + sq[half:], sk[:half] + sk[half:]
+    q_head = _sq(att.q, "dnh,dnh->n") + _sq(att.qb, "nh,nh->n")
+    k_head = _sq(att.k, "dkh,dkh->k") + _sq(att.kb, "kh,kh->k")
+    return {"qk_norm": Invariant(pq - pk, pq + pk), "q_head": Invariant(q_head, q_head),
+            "k_head": Invariant(k_head, k_head)}
+
+
+def _mlp(layer: _Layer, cfg, pythia: bool) -> dict[str, Invariant]:
+    t = _Terms()
+    if pythia:
+        if cfg.hidden_act != "relu":
+            return {}
+        t.add("a", _sq(layer.get("mlp", "dense_h_to_4h", "kernel"), "df,df->f")
+              + _sq(layer.get("mlp", "dense_h_to_4h", "bias"), "f,f->f"))
+        t.add("b", _sq(layer.get("mlp", "dense_4h_to_h", "kernel"), "fd,fd->f"))
+    else:
+        t.add("a", _sq(layer.get("mlp", "up_proj", "kernel"), "df,df->f"))
+        t.add("b", _sq(layer.get("mlp", "down_proj", "kernel"), "fd,fd->f"))
+    return {"mlp": t.done()}
+
+
+def _norm(layer: _Layer, name: str, pythia: bool) -> list[tuple]:
+    return [layer.get(name, "scale")] + ([layer.get(name, "bias")] if pythia else [])
+
+
+def _block(layer: _Layer, cfg, pythia: bool) -> dict[str, Invariant]:
+    att = _pythia_attn(layer, cfg) if pythia else _qwen_attn(layer, cfg)
+    kv_heads = cfg.num_key_value_heads
+    qk_norm = getattr(cfg, "qk_norm", False)
+    out = _qk_norm(layer, att) if qk_norm else _qk(att, kv_heads, cfg.rotary_dim if pythia else cfg.head_size)
+    out["vo"] = _vo(att, kv_heads)
+    out["norm_attn"] = _norm_vs_rows(_norm(layer, "input_layernorm", pythia), att.rows)
+    mlp_in = [layer.get("mlp", "dense_h_to_4h", "kernel")] if pythia else [
+        layer.get("mlp", "gate_proj", "kernel"), layer.get("mlp", "up_proj", "kernel")]
+    out["norm_mlp"] = _norm_vs_rows(_norm(layer, "post_attention_layernorm", pythia), mlp_in)
+    out.update(_mlp(layer, cfg, pythia))
+    if cfg.attention_kind == "linear" and not qk_norm:
+        out.update(_linear_extras(att, kv_heads))
+    return out
+
+
+def port_invariants(params: Any, cfg, rates: Rates = None) -> dict[str, Invariant]:
+    """Every conserved family of a Qwen2/Qwen3/Pythia port (module docstring), stacked over layers.
+
+    Args:
+      params: the port's parameters (``nnx.split(model, nnx.Param, ...)[1]`` or its pure dict).
+      cfg: the port's config (``QwenConfig`` or ``PythiaConfig``).
+      rates: per-leaf learning rates (None: all 1, which is also the weight-decay drift rate / (−2λ)).
+
+    Returns:
+      ``{family: Invariant(value, scale)}``; jit- and vmap-compatible in ``params``.
+    """
+    tree, pythia = _tree(params), hasattr(cfg, "rotary_pct")
+    blocks = [_block(layer, cfg, pythia) for layer in _layers(tree, cfg, rates)]
+    out = {name: Invariant(*(jnp.stack([b[name][i] for b in blocks]) for i in range(2))) for name in blocks[0]}
+    if not cfg.tie_word_embeddings:
+        top = _Layer(tree, (), None, rates)
+        final = "final_layer_norm" if pythia else "norm"
+        head = top.get("embed_out" if pythia else "lm_head", "kernel")
+        out["norm_final"] = _norm_vs_rows(_norm(top, final, pythia), [head])
+    return out
+
+
+def relative_drift(start: dict[str, Invariant], now: dict[str, Invariant]) -> dict[str, Float[Array, ""]]:
+    """max |C(t) − C(0)| / max scale(0) per family (``theory/conservation.relative_drift`` at one time)."""
+    return {k: jnp.max(jnp.abs(now[k].value - start[k].value)) / jnp.max(jnp.abs(start[k].scale)) for k in start}

@@ -1,0 +1,205 @@
+"""Seed ensembles of the Biography ports: E from-scratch models trained together in one jitted program.
+
+    data = build_data(BIOGRAPHY["small"].data_config(), "runs/data-cache")
+    pt = pretrain_ensemble(EnsembleSpec(preset="small", seeds=tuple(range(8)), attention="linear"), data)
+    cpt = continual_ensemble(spec, pt, data)          # naive CPT of every member on the new population
+    pt.params_E, pt.model(e), pt.losses
+
+With per-seed streams, member e trains like the lone PT run of seed ``seeds[e]``
+(:func:`~cfka_jax.runs.biography.pretrain`): the same initial parameters (``build_model`` with that seed), the same
+batches (``EpochBatcher`` seeded with it), the same AdamW schedule; CPT batches use seed + 1 as ``continual`` does.
+What the ensemble leaves out is evaluation, run folders and checkpoints: results stay in memory, and
+:func:`save_ensemble` / :func:`load_ensemble` keep the final parameters. ``shared`` streams feed every member the
+batches of ``seeds[0]`` (the seeds then differ only in their initialisation).
+
+``mode`` picks the form of the one jitted step (``train/ensemble.make_ensemble_step``): ``vmap`` (batched kernels;
+sharded over devices when several exist), ``map`` (the members in turn inside the program, with the lone step's
+unbatched kernels), or ``auto`` — ``map`` on CPU, ``vmap`` on accelerators. Both match lone runs to float32
+rounding (``tests/train/test_ensemble.py``).
+
+``pt_steps`` / ``cpt_steps`` shorten a phase through the preset (``runs/presets.override``): the schedule keeps
+its shape, with the warm-up scaled by the same factor, so a scaled run is the preset's recipe run for fewer steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from cfka_jax.data.batching import EpochBatcher
+from cfka_jax.data.pipeline import DataBundle
+from cfka_jax.models.layers import ATTENTION_KINDS
+from cfka_jax.runs.biography import build_model
+from cfka_jax.runs.presets import BIOGRAPHY, Preset, Schedule, lookup, override
+from cfka_jax.runs.specs import ARCHS
+from cfka_jax.train.checkpoint import restore, save
+from cfka_jax.train.ensemble import (ENSEMBLE_MODES, init_ensemble, make_ensemble_step, member, member_sharding,
+                                     shard_members, split_members, stack_members)
+from cfka_jax.train.optim import make_optimizer
+
+STREAMS = ("per_seed", "shared")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnsembleSpec:
+    """E seeds of one Biography port (module docstring)."""
+
+    preset: str = "smoke"
+    arch: str = "qwen"
+    seeds: tuple[int, ...] = (0, 1)
+    attention: str = "softmax"
+    streams: str = "per_seed"
+    pt_steps: int | None = None
+    cpt_steps: int | None = None
+    log_every: int = 10
+    mode: str = "auto"
+
+    def __post_init__(self):
+        lookup(BIOGRAPHY, self.preset, "Biography")
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {self.attention!r}")
+        if self.streams not in STREAMS:
+            raise ValueError(f"streams must be one of {STREAMS}, got {self.streams!r}")
+        if self.mode not in ("auto",) + ENSEMBLE_MODES:
+            raise ValueError(f"mode must be 'auto' or one of {ENSEMBLE_MODES}, got {self.mode!r}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or any(
+                not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in self.seeds):
+            raise ValueError(f"seeds must be distinct integers >= 0, got {self.seeds!r}")
+        for name in ("pt_steps", "cpt_steps", "log_every"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+    @property
+    def step_mode(self) -> str:
+        """The ensemble step's form: ``auto`` is ``map`` on CPU (XLA:CPU's batched matmuls are slower than its
+        plain ones) and ``vmap`` on accelerators."""
+        if self.mode != "auto":
+            return self.mode
+        return "map" if jax.default_backend() == "cpu" else "vmap"
+
+    @property
+    def scale(self) -> Preset:
+        """The preset with the phase lengths of this spec (warm-up scaled with the steps)."""
+        p, changes = BIOGRAPHY[self.preset], {}
+        for phase, steps in (("pt", self.pt_steps), ("cpt", self.cpt_steps)):
+            sched: Schedule = getattr(p, phase)
+            if steps is not None and steps != sched.steps:
+                changes |= {f"{phase}.steps": steps, f"{phase}.warmup": round(sched.warmup * steps / sched.steps)}
+        return override(p, changes)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnsembleResult:
+    """A trained ensemble, in memory: stacked final parameters and the logged per-member losses."""
+
+    spec: EnsembleSpec
+    phase: str
+    graphdef: Any
+    rest: Any
+    params_E: Any
+    steps: np.ndarray
+    losses: np.ndarray
+    nonfinite: np.ndarray
+    seconds: float
+
+    def model(self, e: int) -> nnx.Module:
+        """Member ``e`` as an NNX model (float32 master parameters)."""
+        return nnx.merge(self.graphdef, member(self.params_E, e), self.rest)
+
+
+def ensemble_models(spec: EnsembleSpec, vocab_size: int) -> list[nnx.Module]:
+    """The E initial models: ``build_model`` of each seed, with the spec's attention kind.
+
+    The attention kind creates no parameters, so a linear member starts from the same parameters as the softmax
+    model of its seed.
+    """
+    out = []
+    for seed in spec.seeds:
+        model = build_model(spec.scale, spec.arch, vocab_size, seed)
+        if spec.attention != model.cfg.attention_kind:
+            cfg = dataclasses.replace(model.cfg, attention_kind=spec.attention)
+            model = type(model)(cfg, rngs=nnx.Rngs(seed))
+        out.append(model)
+    return out
+
+
+def _batchers(spec: EnsembleSpec, bundle: DataBundle, docs, sched: Schedule, offset: int) -> list[EpochBatcher]:
+    seeds = spec.seeds if spec.streams == "per_seed" else spec.seeds[:1]
+    return [EpochBatcher(docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=sched.batch,
+                         seed=s + offset, doc_mask=bundle.config.doc_mask) for s in seeds]
+
+
+def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, rest, params_E, *,
+                  log: Callable[[str], None] = print) -> EnsembleResult:
+    """Trains every member for the phase's schedule (``pt`` on ``pt_train``, ``cpt`` naive on ``cpt_train``)."""
+    sched: Schedule = getattr(spec.scale, phase)
+    docs = bundle.splits[f"{phase}_train"].docs()
+    tx = make_optimizer(sched.optim())
+    step = make_ensemble_step(graphdef, rest, tx, shared_batch=spec.streams == "shared", mode=spec.step_mode)
+    params_E = jax.tree.map(jnp.copy, params_E)  # the step donates its state; the caller's arrays stay valid
+    sharding = member_sharding(len(spec.seeds)) if spec.step_mode == "vmap" else None
+    state = shard_members(init_ensemble(params_E, tx), sharding)
+    batchers = _batchers(spec, bundle, docs, sched, offset=0 if phase == "pt" else 1)
+    logged, losses, nonfinite, t0 = [], [], np.zeros(len(spec.seeds), np.int64), time.perf_counter()
+    for t in range(sched.steps):
+        batch = batchers[0](t) if spec.streams == "shared" else stack_members([b(t) for b in batchers])
+        state, metrics = step(state, batch)
+        nonfinite += ~np.asarray(metrics["finite"])
+        if (t + 1) % spec.log_every == 0 or t + 1 == sched.steps:
+            logged.append(t + 1)
+            losses.append(np.asarray(metrics["loss"]))
+            log(f"[{phase} {spec.attention} ×{len(spec.seeds)}] step {t + 1}/{sched.steps} loss "
+                f"{losses[-1].mean():.3f} ({time.perf_counter() - t0:.0f}s)")
+    return EnsembleResult(spec, phase, graphdef, rest, state.params, np.asarray(logged), np.stack(losses),
+                          nonfinite, time.perf_counter() - t0)
+
+
+def pretrain_ensemble(spec: EnsembleSpec, bundle: DataBundle, *, log: Callable[[str], None] = print
+                      ) -> EnsembleResult:
+    """PT of every member from its seed's initialisation (module docstring)."""
+    graphdef, params_E, rest = split_members(ensemble_models(spec, len(bundle.tokenizer)))
+    return train_members(spec, bundle, "pt", graphdef, rest, params_E, log=log)
+
+
+def continual_ensemble(spec: EnsembleSpec, pt: EnsembleResult, bundle: DataBundle, *,
+                       log: Callable[[str], None] = print) -> EnsembleResult:
+    """Naive CPT of every member (the new population's training biographies alone) from its PT parameters."""
+    return train_members(spec, bundle, "cpt", pt.graphdef, pt.rest, pt.params_E, log=log)
+
+
+def save_ensemble(path: str | pathlib.Path, result: EnsembleResult) -> None:
+    """Write the stacked final parameters (``params/``) and ``ensemble.json`` (spec, phase, losses)."""
+    path = pathlib.Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    save(path / "params", result.params_E, step=int(result.steps[-1]), force=True)
+    meta = {"spec": dataclasses.asdict(result.spec), "phase": result.phase, "steps": result.steps.tolist(),
+            "losses": result.losses.tolist(), "nonfinite": result.nonfinite.tolist(), "seconds": result.seconds}
+    (path / "ensemble.json").write_text(json.dumps(meta))
+
+
+def load_ensemble(path: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBundle) -> EnsembleResult:
+    """An ensemble written by :func:`save_ensemble` for ``spec``.
+
+    Raises:
+      ValueError: the folder holds an ensemble of another spec (the differing spec named).
+    """
+    path = pathlib.Path(path)
+    meta = json.loads((path / "ensemble.json").read_text())
+    stored = EnsembleSpec(**{**meta["spec"], "seeds": tuple(meta["spec"]["seeds"])})
+    if stored != spec:
+        raise ValueError(f"{path} holds the ensemble of {stored}, not of {spec}")
+    graphdef, abstract, rest = split_members(ensemble_models(spec, len(bundle.tokenizer)))
+    params_E, _ = restore(path / "params", abstract)
+    return EnsembleResult(spec, meta["phase"], graphdef, rest, params_E, np.asarray(meta["steps"]),
+                          np.asarray(meta["losses"]), np.asarray(meta["nonfinite"]), float(meta["seconds"]))
