@@ -161,13 +161,3 @@ def reasons() -> dict[str, str]:
         for f in dataclasses.fields(table):
             out[f"{prefix}.{f.name}"] = f"{getattr(table, f.name):g} — {f.metadata['why']}"
     return out
-
-
-# ------------------------------------------------------------------------ names kept for files not yet moved
-# Work in progress elsewhere (TAALM tests) still imports these flat names; they are the same values.
-F64_EXACT_RTOL = F64.exact_rtol
-F64_FLOW_RTOL = F64.flow_rtol
-F32_EXACT_RTOL = F32.exact_rtol
-F32_OP_ATOL = F32.op_atol
-F32_MODEL_ATOL = F32.model_atol
-BF16_MODEL_ATOL = BF16.model_atol

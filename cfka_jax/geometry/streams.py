@@ -1,0 +1,79 @@
+"""One forward pass that also returns the residual streams the CH2 variants and GH scores read (spec §3.3, §4.1).
+
+For block l = 0 .. L−1 with input ``x_l`` (``x_0`` = the embeddings):
+
+* ``resid_attn[l] = x_l`` — the raw pre-norm residual at the attention input;
+* ``norm_attn[l] = input_layernorm(x_l)`` — the normalised attention input, learned γ (and β for LayerNorm);
+* ``resid_mlp[l]`` — the raw pre-norm residual at the MLP input: ``x_l + attn_l`` for the sequential residual
+  (Qwen), ``x_l`` itself for the parallel residual (Pythia, spec pitfall 24);
+* ``norm_mlp[l] = post_attention_layernorm(resid_mlp[l])`` — the MLP input.
+
+``final`` is h, the state entering the LM head (after the final norm), and ``logits`` the head output (float32).
+The pass reuses the port's own modules (norms, attention, MLP, head) block by block, so its logits equal the
+model call's; ``tests/geometry/test_streams.py`` checks that for both families. HF's ``hidden_states[1..L−1]``
+(the ``gh_raw`` streams) are ``resid_attn[1:]``.
+"""
+
+from __future__ import annotations
+
+import flax.struct
+import jax.numpy as jnp
+
+from cfka_jax.geometry.force import wide
+from cfka_jax.models import layers
+from cfka_jax.shapes import Array, Float, Int
+
+
+@flax.struct.dataclass
+class Streams:
+    """Per-position outputs of :func:`forward_streams` (keyed by the *input* position, not yet shifted).
+
+    Attributes:
+        logits: ``[B, S, V]`` float32 (or wider).
+        final: ``[B, S, D]`` h, after the final norm.
+        resid_attn, resid_mlp, norm_attn, norm_mlp: ``[B, S, L, D]`` (see the module docstring).
+    """
+
+    logits: Float[Array, "B S V"]
+    final: Float[Array, "B S D"]
+    resid_attn: Float[Array, "B S L D"]
+    resid_mlp: Float[Array, "B S L D"]
+    norm_attn: Float[Array, "B S L D"]
+    norm_mlp: Float[Array, "B S L D"]
+
+
+def _block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext):
+    """One decoder block of either family, returning its output and its four streams."""
+    a_in = block.input_layernorm(x_BSD)
+    attn = block.self_attn if hasattr(block, "self_attn") else block.attention
+    a_out, _, _ = attn(a_in, ctx, None)
+    parallel = getattr(block, "parallel", False)
+    m_resid = x_BSD if parallel else x_BSD + a_out
+    m_in = block.post_attention_layernorm(m_resid)
+    m_out = block.mlp(m_in)
+    y_BSD = x_BSD + a_out + m_out if parallel else m_resid + m_out
+    return y_BSD, (x_BSD, m_resid, a_in, m_in)
+
+
+def forward_streams(model, tokens_BS: Int[Array, "B S"], *, attention_mask_BS: Int[Array, "B S"] | None = None,
+                    positions_BS: Int[Array, "B S"] | None = None) -> Streams:
+    """Logits, h and the per-block streams of ``model`` (a looped Qwen or Pythia port) on ``tokens_BS``.
+
+    ``attention_mask_BS`` (1 keep / 0 pad) and ``positions_BS`` have the model call's meaning.
+    """
+    b, s = tokens_BS.shape
+    if positions_BS is None:
+        positions_BS = layers.default_positions(b, s, None)
+    mask_BST, _, _ = layers.step_mask(b, s, attention_mask_BS, None)
+    rotary_dim, theta = model._rope()
+    cos, sin = layers.rope_cos_sin(positions_BS, layers.rope_inv_freq(rotary_dim, theta))
+    ctx = layers.StepContext(cos=cos, sin=sin, mask=mask_BST, write_index=None)
+    x_BSD = model._embed()(tokens_BS)
+    collected = []
+    for block in model.layers:
+        x_BSD, streams = _block(block, x_BSD, ctx)
+        collected.append(streams)
+    final_BSD = model._final_norm()(x_BSD)
+    logits_BSV = wide(model._head(final_BSD))
+    stacked = [jnp.stack(parts, axis=2) for parts in zip(*collected)]
+    return Streams(logits_BSV, final_BSD, *stacked)

@@ -1,0 +1,97 @@
+"""`cfka geometry`: the token-force geometry studies (Ren, Deng, Hong, Lyle, Gal 2026; spec token_force.md).
+
+Subcommands (each writes markdown + JSON tables and plots under ``--out``):
+
+* ``onestep``      §3.4: CH1 / named CH2 variants / exact first-order term vs the actual one-step change.
+* ``coldstart``    §8: sign agreement of the comparisons A, B, C over AdamW warm-up steps.
+* ``attribution``  §4.2: identification benchmark on the synthetic multi-class task (AUC, Recall@K) for the
+                   forward-only presets, the exact per-example gradient product and DataInf.
+* ``energy``       §5: energy histogram and energy-threshold masking during SFT (τ ∈ {∞, 1.8, 1.5, 1.0}).
+* ``transmission`` §7: readout transmission R over Biography CPT, resets, plasticity, and the
+                   transmission-drop vs reset-gain rank correlation.
+
+Scales: ``smoke`` (seconds, for tests) and ``small`` (the numbers in docs/geometry.md)::
+
+    cfka geometry onestep --scale small --arch pythia --out runs/geometry/onestep-pythia
+    cfka geometry attribution --scale small --out runs/geometry/attribution
+    python -m experiments.geometry energy --scale small --out runs/geometry/energy
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+
+
+def _taus(text: str) -> tuple[float, ...]:
+    return tuple(math.inf if t.strip() in ("inf", "∞") else float(t) for t in text.split(",") if t.strip())
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cfka geometry", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--scale", choices=("smoke", "small"), default="smoke")
+    common.add_argument("--out", help="output folder (default runs/geometry/<command>-<scale>)")
+    for name, doc in (("onestep", "one-step influence vs the actual change"), ("coldstart", "cold-start sign"),
+                      ("attribution", "identification benchmark"), ("energy", "energy histogram and masking")):
+        s = sub.add_parser(name, parents=[common], help=doc)
+        s.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
+        if name in ("onestep", "coldstart"):
+            s.add_argument("--eta", type=float, help="SGD step of the one-step validation")
+            s.add_argument("--pair-seed", dest="pair_seed", type=int, default=0)
+        if name == "coldstart":
+            s.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate of the warm-up")
+        if name == "attribution":
+            s.add_argument("--vocab", choices=("full", "total_unique"), default="total_unique")
+        if name == "energy":
+            s.add_argument("--taus", type=_taus, default=(math.inf, 1.8, 1.5, 1.0), help="e.g. inf,1.8,1.5,1.0")
+            s.add_argument("--normalize", choices=("all", "kept"), default="all")
+            s.add_argument("--lr", type=float, default=1e-3)
+    t = sub.add_parser("transmission", parents=[common], help="readout transmission, resets, plasticity")
+    t.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
+    t.add_argument("--cache-dir", dest="cache_dir", default="runs/data-cache")
+    t.add_argument("--resets", type=lambda s: tuple(r.strip() for r in s.split(",") if r.strip()),
+                   help="resets swept, e.g. none,readout (default none,readout,readout_only,paper_last4)")
+    return p
+
+
+def configs(argv: list[str]):
+    """The subcommand name and its frozen config."""
+    args = vars(_parser().parse_args(argv))
+    command = args.pop("command")
+    args["out"] = args["out"] or f"runs/geometry/{command}-{args['scale']}"
+    args = {k: v for k, v in args.items() if v is not None}
+    if command == "onestep":
+        from experiments.geometry_onestep import OnestepConfig as cls
+    elif command == "coldstart":
+        from experiments.geometry_onestep import ColdstartConfig as cls
+    elif command == "attribution":
+        from experiments.geometry_attribution import AttributionConfig as cls
+    elif command == "energy":
+        from experiments.geometry_energy import EnergyConfig as cls
+    else:
+        from experiments.geometry_transmission import TransmissionConfig as cls
+    known = {f.name for f in dataclasses.fields(cls)}
+    return command, cls(**{k: v for k, v in args.items() if k in known})
+
+
+def main(argv: list[str] | None = None) -> int:
+    command, cfg = configs(sys.argv[1:] if argv is None else argv)
+    if command in ("onestep", "coldstart"):
+        from experiments import geometry_onestep as mod
+    elif command == "attribution":
+        from experiments import geometry_attribution as mod
+    elif command == "energy":
+        from experiments import geometry_energy as mod
+    else:
+        from experiments import geometry_transmission as mod
+    getattr(mod, f"run_{command}")(cfg)
+    print(f"[cfka geometry {command}] results in {cfg.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

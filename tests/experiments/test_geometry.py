@@ -1,0 +1,94 @@
+"""`cfka geometry` (experiments/geometry.py): every subcommand parses; smoke runs write their tables and plots."""
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from experiments import geometry
+from experiments.geometry_common import SCALES, markdown_table
+from experiments.geometry_transmission import checkpoints, resets_for
+
+
+def test_subcommands_parse_into_frozen_configs(tmp_path):
+    command, cfg = geometry.configs(["onestep", "--scale", "small", "--arch", "pythia", "--eta", "1e-5",
+                                     "--out", str(tmp_path)])
+    assert (command, cfg.scale, cfg.arch, cfg.eta, cfg.out) == ("onestep", "small", "pythia", 1e-5, str(tmp_path))
+    _, cfg = geometry.configs(["energy", "--taus", "inf,1.5", "--normalize", "kept"])
+    assert cfg.taus == (math.inf, 1.5) and cfg.normalize == "kept" and cfg.out == "runs/geometry/energy-smoke"
+    _, cfg = geometry.configs(["attribution", "--vocab", "full"])
+    assert cfg.vocab == "full"
+    _, cfg = geometry.configs(["coldstart", "--lr", "3e-4"])
+    assert cfg.lr == 3e-4 and cfg.eta == 1e-5
+    _, cfg = geometry.configs(["transmission", "--cache-dir", str(tmp_path)])
+    assert cfg.cache_dir == str(tmp_path) and cfg.resets == ("none", "readout", "readout_only", "paper_last4")
+    _, cfg = geometry.configs(["transmission", "--resets", "none,paper_last4"])
+    assert cfg.resets == ("none", "paper_last4")
+    for bad in ("readout,paper_last4", "none,readout_only", "none,readout,top9"):
+        with pytest.raises(ValueError):
+            geometry.configs(["transmission", "--resets", bad])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.scale = "small"
+    with pytest.raises(SystemExit):
+        geometry.configs(["onestep", "--scale", "paper"])
+    with pytest.raises(ValueError):
+        geometry.configs(["energy", "--taus", "0"])
+
+
+def test_help_exits_cleanly(capsys):
+    with pytest.raises(SystemExit) as info:
+        geometry.main(["--help"])
+    assert info.value.code == 0 and "usage: cfka geometry" in capsys.readouterr().out
+
+
+def test_checkpoint_fractions_resets_and_scales():
+    assert checkpoints(400) == [20, 40, 80, 160, 400] and checkpoints(6) == [1, 2, 6]
+    assert list(resets_for(3)) == ["none", "readout", "readout_only", "paper_last4"]
+    assert resets_for(3)["paper_last4"].blocks == 3 and resets_for(2)["paper_last4"].blocks == 1
+    assert set(SCALES) == {"smoke", "small"}
+    assert markdown_table(["a", "b"], [[1, 0.123456]]) == "| a | b |\n|---|---|\n| 1 | 0.1235 |\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command, extra, files", [
+    ("onestep", [], ["onestep.json", "onestep.md", "onestep_pairs.json", "onestep_scatter.png"]),
+    ("coldstart", [], ["coldstart.json", "coldstart.md", "coldstart_sign.png"]),
+    ("attribution", [], ["attribution.json", "attribution.md", "attribution_auc.png"]),
+    ("energy", ["--taus", "inf,1.5"], ["energy.json", "energy.md", "energy_hist.json", "energy_histogram.png"]),
+])
+def test_smoke_runs_write_tables_and_plots(tmp_path, command, extra, files):
+    out = tmp_path / command
+    assert geometry.main([command, "--scale", "smoke", "--out", str(out), *extra]) == 0
+    for name in files:
+        assert (out / name).stat().st_size > (10_000 if name.endswith(".png") else 50), name
+    data = json.loads((out / f"{command}.json").read_text())
+    if command == "attribution":
+        assert {"ch1", "ch1-ch2", "ch1-ch2-inputln", "exact", "datainf"} <= set(data["metrics"])
+    if command == "energy":
+        assert [r["tau"] for r in data["runs"]] == ["inf", 1.5] and data["runs"][0]["masked_fraction"] == 0.0
+
+
+@pytest.mark.slow
+def test_transmission_smoke(tmp_path):
+    out = tmp_path / "transmission"
+    assert geometry.main(["transmission", "--scale", "smoke", "--out", str(out), "--cache-dir",
+                          str(tmp_path / "cache")]) == 0
+    data = json.loads((out / "transmission.json").read_text())
+    assert data["checkpoints"] == [1, 2, 6] and set(data["R"]) == {"0", "1", "2", "3", "4", "5", "6"}
+    assert data["correlations"]["rho_task/readout/L_final"]["n"] == 15
+    assert (out / "transmission_R.png").stat().st_size > 10_000
+
+
+def test_sweep_cache_resumes_only_the_same_sft_config(tmp_path):
+    from cfka_jax.geometry.plasticity import SFTConfig
+    from experiments.geometry_transmission import _sweep_cache
+
+    sft = SFTConfig(steps=4, lr=1e-3)
+    cell = {"L0": 2.0, "L_final": 1.0}
+    (tmp_path / "sweep.json").write_text(json.dumps({"sft": dataclasses.asdict(sft),
+                                                     "cells": [[20, "readout", "task_major", cell]]}))
+    path, cells = _sweep_cache(tmp_path, sft)
+    assert path == tmp_path / "sweep.json" and cells == {(20, "readout", "task_major"): cell}
+    assert _sweep_cache(tmp_path, SFTConfig(steps=5, lr=1e-3))[1] == {}
+    assert _sweep_cache(tmp_path / "empty", sft)[1] == {}
