@@ -115,3 +115,33 @@ def test_ckpt_every_overrides_the_preset_interval():
     assert PTSpec(preset="small").scale.pt.ckpt_every == BIOGRAPHY["small"].pt.ckpt_every
     spec = CPTSpec(preset="small", ckpt_every=0, eval_every=5)
     assert (spec.scale.cpt.ckpt_every, spec.scale.cpt.eval_every) == (0, 5)
+
+
+def test_cpt_with_phi_token_weights_and_replay(pt_run):
+    """TAALM's φ weights every token of the packed CPT batches (replay mixed in); the run finishes and says so."""
+    from cfka_jax.continual.peft import LoRAConfig
+    from cfka_jax.continual.taalm import phi as phimod
+    from cfka_jax.continual.taalm.weights import save_phi
+    from cfka_jax.data.pipeline import build_data
+    from cfka_jax.runs.biography import build_model
+
+    root, _ = pt_run
+    p = BIOGRAPHY["smoke"]
+    vocab = len(build_data(p.data_config(), str(root / "cache")).tokenizer)
+    cfg = phimod.PhiConfig(lora=LoRAConfig(rank=2, alpha=4.0, dropout=0.0))
+    phi_dir = save_phi(root / "phi", phimod.build_phi(build_model(p, "qwen", vocab, 7, "float32"), cfg), cfg, step=0)
+    spec = CPTSpec(preset="smoke", method="replay-all", out=str(root / "cpt-taalm"), cache_dir=str(root / "cache"),
+                   progress=False, token_weights=str(phi_dir))
+    result = bio.continual(spec)
+    assert result.final["step"] == p.cpt.steps
+    assert all(r["loss"] > 0 for r in result.history if r["kind"] == "train")
+    assert json.loads((root / "cpt-taalm" / "config.json").read_text())["run"]["token_weights"] == str(phi_dir)
+
+
+def test_cpt_with_energy_masking_logs_the_masked_fraction(pt_run):
+    root, _ = pt_run
+    spec = CPTSpec(preset="smoke", out=str(root / "cpt-energy"), cache_dir=str(root / "cache"), progress=False,
+                   energy_tau=0.999, energy_normalize="kept")
+    final = bio.continual(spec).final
+    assert 0.0 < final["cpt_train/masked_fraction"] < 1.0  # the smoke model is near uniform: E ≈ 1 − 1/V ± noise
+    assert {"cpt_train/energy_mean", "pt_train/energy_mean", "cpt_train/band_forking"} <= set(final)

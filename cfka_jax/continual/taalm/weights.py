@@ -1,0 +1,105 @@
+"""φ checkpoints and φ's token weights for any training batch (spec taalm.md §3, §5.4; issue #16 "beyond the
+reference": φ's weights as the token weights of any CPT run).
+
+A φ folder holds ``phi.json`` (the body's HF ``config.json`` dict, the :class:`~cfka_jax.continual.taalm.phi.PhiConfig`,
+the selected step) and ``params/`` (every parameter of φ, orbax, ``train.checkpoint``). :func:`load_phi` rebuilds
+the module from the folder alone. :func:`phi_token_weights` turns a folder into a jitted
+``token_weights(batch) -> B S`` for ``train.step.make_train_step(..., loss_fn=taalm.twppl.twppl_loss)``::
+
+    weights = phi_token_weights("runs/taalm-small/phi")
+    batch["token_weights"] = weights(batch)          # tokens, attention_mask / positions / segment_ids if any
+    state, metrics = step(state, batch)
+
+φ must share θ's token ids (same tokenizer); :func:`phi_token_weights` checks the vocabulary size when given θ's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+
+import flax.nnx as nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from cfka_jax.continual.peft import LoRAConfig
+from cfka_jax.continual.taalm.phi import PhiConfig, TrainAttention, build_phi, keyed_lora_dropout
+from cfka_jax.data.ckl_encode import Encoded, pad_batch
+from cfka_jax.eval.batches import row_blocks
+from cfka_jax.train import checkpoint
+
+PHI_JSON = "phi.json"
+
+
+def _body(hf_config: dict):
+    from cfka_jax.models import config_from_hf
+    from cfka_jax.models.pythia import PythiaConfig, PythiaModel
+    from cfka_jax.models.qwen import QwenModel
+
+    cfg = config_from_hf(hf_config)
+    family = PythiaModel if isinstance(cfg, PythiaConfig) else QwenModel
+    return family(cfg, rngs=nnx.Rngs(0))
+
+
+def save_phi(folder: str | os.PathLike, phi: TrainAttention, cfg: PhiConfig, *, step: int, extra: dict | None = None
+             ) -> pathlib.Path:
+    """Write ``phi.json`` and ``params/`` (module docstring)."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"body": phi.body.cfg.to_hf_config(), "phi": dataclasses.asdict(cfg), "step": int(step), **(extra or {})}
+    (folder / PHI_JSON).write_text(json.dumps(meta, indent=1, sort_keys=True))
+    checkpoint.save(folder / "params", {"params": nnx.state(phi, nnx.Param)}, step=step, force=True)
+    return folder
+
+
+def load_phi(folder: str | os.PathLike) -> tuple[TrainAttention, PhiConfig, dict]:
+    """(φ, its config, the ``phi.json`` record) from a folder written by :func:`save_phi`.
+
+    Raises:
+        ValueError: no ``phi.json``; ``train.checkpoint.CheckpointError`` on mismatched parameters.
+    """
+    folder = pathlib.Path(folder)
+    if not (folder / PHI_JSON).exists():
+        raise ValueError(f"{folder}: no {PHI_JSON}; not a φ checkpoint folder")
+    meta = json.loads((folder / PHI_JSON).read_text())
+    raw = dict(meta["phi"])
+    raw["lora"] = None if raw.get("lora") is None else LoRAConfig(**{**raw["lora"], "target_modules": tuple(
+        raw["lora"].get("target_modules") or ())})
+    cfg = PhiConfig(**raw)
+    phi = build_phi(_body(meta["body"]), cfg)
+    restored, _ = checkpoint.restore(folder / "params", {"params": nnx.state(phi, nnx.Param)})
+    nnx.update(phi, restored["params"])
+    return phi, cfg, meta
+
+
+def phi_token_weights(folder: str | os.PathLike, *, vocab_size: int | None = None):
+    """A jitted ``token_weights(batch) -> B S`` (token space, 0 outside ``target_mask`` when the batch has one)
+    of the φ saved in ``folder``, in eval mode (no dropout)."""
+    phi, _, meta = load_phi(folder)
+    if vocab_size is not None and meta["body"]["vocab_size"] != vocab_size:
+        raise ValueError(f"φ has vocabulary {meta['body']['vocab_size']}, θ {vocab_size}: token ids must match")
+    graphdef, state = nnx.split(phi)
+
+    @jax.jit
+    def token_weights(state, batch):
+        model = keyed_lora_dropout(nnx.merge(graphdef, state), None)
+        w = model(batch["tokens"], positions_BS=batch.get("positions"),
+                  attention_mask_BT=batch.get("attention_mask"), segment_ids_BS=batch.get("segment_ids"))
+        return w * batch["target_mask"].astype(w.dtype) if "target_mask" in batch else w
+
+    return lambda batch: token_weights(state, batch)
+
+
+def doc_weights(weights_fn, phi_train, phi_frozen, docs: Encoded, *, batch_size: int = 64) -> tuple[np.ndarray, ...]:
+    """φ's weights of every document (token space, one array per document of its own length), in fixed-shape
+    batches. ``weights_fn`` is ``phi.make_weights_fn``'s pure function (evaluated without dropout)."""
+    fn = jax.jit(lambda train, frozen, batch: weights_fn(train, frozen, batch, None))
+    out = []
+    for block in row_blocks(len(docs), batch_size):
+        batch = pad_batch(docs, block.rows, length=docs.max_len)
+        w = np.asarray(fn(phi_train, phi_frozen, {k: jnp.asarray(v) for k, v in batch.items()}))
+        out += [w[i, :len(docs.ids[r])] for i, r in enumerate(block.rows[block.valid])]
+    return tuple(out)
