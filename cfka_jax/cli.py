@@ -50,6 +50,13 @@ PASSTHROUGH = {
     "knowedit": ("experiments.knowedit", "main", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
     "corpus-cpt": ("experiments.corpus_cpt", "main",
                    "CPT on your own corpus with STOC replay and MMLU-format evaluation"),
+    "taalm": ("experiments.taalm", "main",
+              "TAALM: meta-train the Train-Attention model, LAMA-CKL and TemporalWiki tables"),
+    "geometry": ("experiments.geometry", "main",
+                 "token-force geometry: CH1/CH2 one-step, attribution, update energy, readout transmission"),
+    "di-attention": ("experiments.di_attention", "main",
+                     "Diversity Index vs the attention of trained ports (softmax or linear), seed ensembles"),
+    "invariants": ("experiments.invariants", "main", "conserved quantities of a port over a run's checkpoints"),
 }
 """Subcommands whose experiment script owns its argument parser: name → (module, entry, help)."""
 
