@@ -10,8 +10,8 @@ from cfka_jax.shapes import Array, Float, Int
 
 def next_token_nll(logits_BSV: Float[Array, "B S V"], tokens_BS: Int[Array, "B S"]) -> Float[Array, "B S-1"]:
     """−log p(tokens[:, s+1] | tokens[:, :s+1]) for s = 0 … S−2, in float32 (float64 for float64 logits)."""
-    logp_BSV = jax.nn.log_softmax(logits_BSV[:, :-1].astype(jnp.promote_types(logits_BSV.dtype, jnp.float32)),
-                                  axis=-1)
+    dtype = jnp.float64 if logits_BSV.dtype == jnp.float64 else jnp.float32
+    logp_BSV = jax.nn.log_softmax(logits_BSV[:, :-1].astype(dtype), axis=-1)
     return -jnp.take_along_axis(logp_BSV, tokens_BS[:, 1:, None], axis=-1)[..., 0]
 
 

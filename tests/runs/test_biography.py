@@ -56,7 +56,7 @@ def test_generative_replay_cpt_builds_and_reuses_its_corpus(pt_run):
         bio.continual(lamol)
 
 
-@pytest.mark.parametrize("update", ["freeze", "lora"])
+@pytest.mark.parametrize("update", ["freeze", pytest.param("lora", marks=pytest.mark.slow)])  # LoRA CPT: the EWC test
 def test_cpt_update_modes(pt_run, update):
     root, _ = pt_run
     cfg = CPTSpec(preset="smoke", update=update, out=str(root / f"cpt-{update}"), cache_dir=str(root / "cache"),
@@ -75,6 +75,7 @@ def test_shipped_presets_and_configs_parse():
         PTSpec(preset="huge")
 
 
+@pytest.mark.slow  # the bf16 train step is tested in tests/train/test_step.py
 def test_bf16_pt_smoke(tmp_path):
     cfg = PTSpec(preset="smoke", out=str(tmp_path / "pt-bf16"), cache_dir=str(tmp_path / "cache"),
                        progress=False, dtype="bfloat16")
@@ -138,6 +139,7 @@ def test_cpt_with_phi_token_weights_and_replay(pt_run):
     assert json.loads((root / "cpt-taalm" / "config.json").read_text())["run"]["token_weights"] == str(phi_dir)
 
 
+@pytest.mark.slow  # the loss: tests/runs/test_objectives.py; the evaluator: tests/geometry/test_energy.py
 def test_cpt_with_energy_masking_logs_the_masked_fraction(pt_run):
     root, _ = pt_run
     spec = CPTSpec(preset="smoke", out=str(root / "cpt-energy"), cache_dir=str(root / "cache"), progress=False,
