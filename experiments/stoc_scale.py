@@ -3,6 +3,7 @@
     cfka stoc-scale --sizes small,w600,w2400 --seeds 0,1 --out runs/stoc-scale
     cfka stoc-scale --sizes small,w600 --bpe-vocab 1024 --out runs/stoc-scale   # the same on a BPE tokenizer
     cfka stoc-scale --sizes small,w600 --out runs/stoc-scale --report-only      # rewrite the table, train nothing
+    cfka stoc-scale --sizes w600 --seeds 1 --methods stoc,lamol,random          # a piece of the sweep, in this order
 
 For every world size (a ``BIOGRAPHY`` preset: ``small`` = 150 PT people, ``w600``, ``w2400``, ``w10k``; the model
 and the schedules grow with the world, ``runs/presets.py``): one PT run, then for every seed CPT at α = 0.5 with
@@ -54,6 +55,7 @@ class ScaleConfig:
     progress: bool = True
     mesh: str | None = None
     bpe_vocab: int | None = None
+    methods: tuple[str, ...] = METHODS
 
     def __post_init__(self):
         unknown = [s for s in self.sizes if s not in BIOGRAPHY]
@@ -61,6 +63,8 @@ class ScaleConfig:
             raise ValueError(f"sizes must be Biography presets {sorted(BIOGRAPHY)}, got {list(self.sizes)}")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
             raise ValueError(f"seeds must be distinct integers >= 0, got {list(self.seeds)}")
+        if not self.methods or not set(self.methods) <= set(METHODS) or len(set(self.methods)) != len(self.methods):
+            raise ValueError(f"methods must be distinct names from {list(METHODS)}, got {list(self.methods)}")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
 
@@ -90,13 +94,14 @@ def _spec(cfg: ScaleConfig, size: str, seed: int, method: str) -> CPTSpec:
 
 
 def run(cfg: ScaleConfig) -> dict:
-    """Train what is missing, smallest world first, rewriting the table after every run."""
+    """Train what is missing (``cfg.methods`` for ``cfg.seeds``), smallest world first, rewriting the table after
+    every run."""
     for size in cfg.sizes:
         pt_spec = _pt_spec(cfg, size)
         data = build_data(pt_spec.scale.data_config(), cfg.cache_dir)
         pt = pretrain(pt_spec, data)
         for seed in cfg.seeds:
-            for method in METHODS:
+            for method in cfg.methods:
                 final = continual(_spec(cfg, size, seed, method), pt, data).final
                 print(f"[stoc-scale] {size} seed {seed} {method}: Original/sFTA {100 * final['Original/sFTA']:.1f}"
                       f", Continual/sFTA {100 * final['Continual/sFTA']:.1f}")
@@ -210,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--cache-dir", default="runs/data-cache")
     ap.add_argument("--bpe-vocab", type=int, default=None, metavar="N",
                     help="a BPE tokenizer of N entries instead of the word-level one (names share pieces)")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help="comma-separated CPT methods to train, in this order (the table reads every finished run)")
     ap.add_argument("--mesh", default=None, help="shard every run over devices (docs/scale.md)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--report-only", action="store_true", help="rewrite the table from finished runs, train nothing")
@@ -223,7 +230,8 @@ def cli(argv: list[str]) -> int:
     except ValueError:
         raise ValueError(f"--seeds must be comma-separated integers, got {a.seeds!r}") from None
     cfg = ScaleConfig(sizes=tuple(a.sizes.split(",")), seeds=seeds, out=a.out, alpha=a.alpha, arch=a.arch,
-                      cache_dir=a.cache_dir, progress=not a.no_progress, mesh=a.mesh, bpe_vocab=a.bpe_vocab)
+                      cache_dir=a.cache_dir, progress=not a.no_progress, mesh=a.mesh, bpe_vocab=a.bpe_vocab,
+                      methods=tuple(a.methods.split(",")))
     (report if a.report_only else run)(cfg)
     return 0
 

@@ -1,6 +1,7 @@
 """The world-size sweep (experiments/stoc_scale.py): config checks, the presets it walks, the table, and (slow) a
 resumable smoke sweep."""
 
+import dataclasses
 import json
 
 import pytest
@@ -16,6 +17,12 @@ def test_config_checks():
         ss.ScaleConfig(seeds=(0, 0))
     with pytest.raises(ValueError, match="alpha"):
         ss.ScaleConfig(alpha=1.0)
+    with pytest.raises(ValueError, match="methods"):
+        ss.ScaleConfig(methods=("stoc", "ewc"))
+    with pytest.raises(ValueError, match="methods"):
+        ss.ScaleConfig(methods=("stoc", "stoc"))
+    with pytest.raises(ValueError, match="methods"):
+        ss.ScaleConfig(methods=())
 
 
 def test_world_presets_grow_and_keep_each_persons_exposure():
@@ -44,6 +51,8 @@ def test_markdown_gives_mean_and_seed_range():
 def test_smoke_sweep_resumes_and_reports(tmp_path):
     cfg = ss.ScaleConfig(sizes=("smoke",), seeds=(0, 1), out=str(tmp_path), cache_dir=str(tmp_path / "cache"),
                          progress=False)
+    piece = ss.run(dataclasses.replace(cfg, seeds=(1,), methods=("lamol",)))["smoke"]  # a piece of the sweep
+    assert set(piece["methods"]) == {"lamol"} and piece["methods"]["lamol"]["Original/sFTA"]["n"] == 1
     results = ss.run(cfg)["smoke"]
     assert set(results["methods"]) == set(ss.METHODS)
     assert all(m["Original/sFTA"]["n"] == 2 for m in results["methods"].values())
