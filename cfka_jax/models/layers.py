@@ -131,6 +131,43 @@ def write_rows(
 
 
 @flax.struct.dataclass
+class LayerKV:
+    """One layer's view of the KV cache: every layer's buffers (head-major) and the index of this layer.
+
+    The buffers are a tuple of L ``B K T H`` arrays (looped models' caches) or one stacked ``L B K T H`` array
+    (scanned models'). A decode step moves only its new keys: :meth:`write` scatters the ``B S`` new rows into
+    ``k[layer][b, :, start[b] + s]`` (in place under jit; rows past the end are dropped, and the model call marks
+    their logits NaN), and :meth:`keys` / :meth:`values` read ``k[layer]`` where it lies (a tuple element is read
+    without a copy). The ``K T`` order puts the (b, k) batch of the attention contractions first, so XLA reads the
+    cache without a transposed copy.
+    """
+
+    k: tuple[Float[Array, "B K T H"], ...] | Float[Array, "L B K T H"]
+    v: tuple[Float[Array, "B K T H"], ...] | Float[Array, "L B K T H"]
+    layer: int = flax.struct.field(pytree_node=False, default=0)
+
+    def write(self, k_BSKH: Float[Array, "B S K H"], v_BSKH: Float[Array, "B S K H"], start_B: Int[Array, " B"]):
+        b, s = k_BSKH.shape[:2]
+        rows_B1 = jnp.arange(b, dtype=jnp.int32)[:, None]
+        slots_BS = start_B[:, None] + jnp.arange(s, dtype=jnp.int32)[None, :]
+        at = (rows_B1, slice(None), slots_BS, slice(None))  # indexed shape of a B K T H buffer: B S K H
+
+        def put(buf, new_BSKH):
+            if isinstance(buf, tuple):
+                layer = buf[self.layer].at[at].set(new_BSKH.astype(buf[self.layer].dtype), mode="drop")
+                return buf[: self.layer] + (layer,) + buf[self.layer + 1:]
+            return buf.at[(self.layer, *at)].set(new_BSKH.astype(buf.dtype), mode="drop")
+
+        return self.replace(k=put(self.k, k_BSKH), v=put(self.v, v_BSKH))
+
+    def keys(self) -> Float[Array, "B T K H"]:
+        return jnp.swapaxes(self.k[self.layer], 1, 2)
+
+    def values(self) -> Float[Array, "B T K H"]:
+        return jnp.swapaxes(self.v[self.layer], 1, 2)
+
+
+@flax.struct.dataclass
 class StepContext:
     """Per-call inputs shared by every layer: RoPE tables, the attention mask and the cache write index."""
 
@@ -264,20 +301,19 @@ def cached_attention(
     k_BSKH: Float[Array, "B S K H"],
     v_BSKH: Float[Array, "B S K H"],
     ctx: StepContext,
-    kv: tuple[Float[Array, "B T K H"], Float[Array, "B T K H"]] | None,
-) -> tuple[Float[Array, "B S N H"], Float[Array, "B N S T"] | None, tuple[Array, Array] | None]:
+    kv: LayerKV | None,
+) -> tuple[Float[Array, "B S N H"], Float[Array, "B N S T"] | None, LayerKV | None]:
     """Attention over the new keys, or, with a layer cache ``kv``, over the cache after writing the new keys;
     the fused kernel when ``ctx.attention_impl == "fused"`` and no probabilities are asked for (softmax only).
 
     Returns:
-        ``(out_BSNH, probs_BNST or None, updated (k, v) or None)``.
+        ``(out_BSNH, probs_BNST or None, the updated LayerKV or None)``.
     """
     if kv is None:
         k_BTKH, v_BTKH, new_kv = k_BSKH, v_BSKH, None
     else:
-        k_BTKH = write_rows(kv[0], k_BSKH, ctx.write_index)
-        v_BTKH = write_rows(kv[1], v_BSKH, ctx.write_index)
-        new_kv = (k_BTKH, v_BTKH)
+        new_kv = kv.write(k_BSKH, v_BSKH, ctx.write_index)
+        k_BTKH, v_BTKH = new_kv.keys(), new_kv.values()
     if ctx.attention_impl == "fused" and not ctx.return_probs and ctx.attention_kind == "softmax":
         causal = ctx.causal_only and kv is None
         return fused_attention(q_BSNH, k_BTKH, v_BTKH, None if causal else ctx.mask), None, new_kv
@@ -306,11 +342,17 @@ def _call_block(block, x, ctx, kv):
     return y, kv_new, probs
 
 
+def stacked(buf) -> Array:
+    """A cache buffer as one ``L ...`` array (a looped model's tuple of layers is stacked)."""
+    return jnp.stack(buf) if isinstance(buf, tuple) else buf
+
+
 def apply_layers(layers, x_BSD, ctx: StepContext, cache: KVCache | None, *, scan: bool, remat: bool):
     """Run the blocks (an ``nnx.List`` or, with ``scan``, one stacked block) in order.
 
     Each block is called as ``block(x_BSD, ctx, kv) -> (x_BSD, kv or None, probs or None)`` where ``kv`` is the
-    layer's ``(k_BTKH, v_BTKH)`` cache slice or None.
+    layer's :class:`LayerKV` view of the cache or None (looped: the whole stack with the layer's index, so the
+    step writes into it in place; scanned: the layer's slice as a stack of one).
 
     Returns:
         ``(x_BSD, outs, probs, k_LBTKH, v_LBTKH)``: ``outs`` is the tuple of every block's output, ``probs`` the
@@ -321,11 +363,12 @@ def apply_layers(layers, x_BSD, ctx: StepContext, cache: KVCache | None, *, scan
     """
     call = nnx.remat(_call_block) if remat else _call_block
     if scan:
-        kv = None if cache is None else (cache.k, cache.v)
+        kv = None if cache is None else (stacked(cache.k), stacked(cache.v))
 
         def body(x, block, ctx, kv_i):
-            y, kv_new, probs = call(block, x, ctx, kv_i)
-            return y, (y, kv_new, probs)
+            layer_kv = None if kv_i is None else LayerKV(kv_i[0][None], kv_i[1][None])
+            y, kv_new, probs = call(block, x, ctx, layer_kv)
+            return y, (y, None if kv_new is None else (kv_new.k[0], kv_new.v[0]), probs)
 
         x_BSD, (outs_L, kv_new, probs_L) = nnx.scan(
             body, in_axes=(nnx.Carry, 0, None, 0), out_axes=(nnx.Carry, 0)
@@ -334,16 +377,13 @@ def apply_layers(layers, x_BSD, ctx: StepContext, cache: KVCache | None, *, scan
         probs = None if probs_L is None else tuple(probs_L)
         k, v = (None, None) if kv_new is None else kv_new
         return x_BSD, outs, probs, k, v
-    outs, probs, ks, vs = [], [], [], []
+    outs, probs = [], []
+    kv = None if cache is None else LayerKV(cache.k, cache.v)
     for i, block in enumerate(layers):
-        kv_i = None if cache is None else (cache.k[i], cache.v[i])
-        x_BSD, kv_new, p = call(block, x_BSD, ctx, kv_i)
+        x_BSD, kv, p = call(block, x_BSD, ctx, None if kv is None else kv.replace(layer=i))
         outs.append(x_BSD)
         probs.append(p)
-        if kv_new is not None:
-            ks.append(kv_new[0])
-            vs.append(kv_new[1])
-    k, v = (jnp.stack(ks), jnp.stack(vs)) if ks else (None, None)
+    k, v = (None, None) if kv is None else (kv.k, kv.v)
     return x_BSD, tuple(outs), tuple(probs) if ctx.return_probs else None, k, v
 
 
@@ -456,6 +496,8 @@ class DecoderLM(nnx.Module):
         )
 
     def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:
-        """An empty :class:`KVCache` with ``max_len`` slots per row."""
+        """An empty :class:`KVCache` with ``max_len`` slots per row (per-layer buffers for a looped model, one
+        stacked buffer for a scanned one)."""
         num_kv_heads, head_dim = self._kv_shape()
-        return KVCache.zeros(self.cfg.num_hidden_layers, batch_size, max_len, num_kv_heads, head_dim, dtype)
+        return KVCache.zeros(self.cfg.num_hidden_layers, batch_size, max_len, num_kv_heads, head_dim, dtype,
+                             stacked=self.cfg.scan_layers)

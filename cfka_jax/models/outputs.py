@@ -13,27 +13,31 @@ class KVCache:
     """Static-size KV cache for all layers (a frozen pytree).
 
     Attributes:
-        k: keys after RoPE, ``[L, B, T, K, H]`` (``k[i]`` is layer i's ``B T K H`` cache).
-        v: values, ``[L, B, T, K, H]``.
+        k: keys after RoPE, per layer ``[B, K, T, H]``: a tuple of L such arrays (looped models: a decode step
+            writes one layer's buffer in place and reads it without a copy) or one stacked ``[L, B, K, T, H]``
+            array (scanned models); ``k[i]`` is layer i's cache either way. KV heads come before slots because
+            the attention contractions batch over (b, k): a decode step reads the cache without transposing it.
+        v: values, laid out as ``k``.
         valid: ``[B, T]`` bool, key slot written and not padding.
         end_index: ``[B]`` int32, number of slots written so far (the next write slot) per batch row.
     """
 
-    k: Float[Array, "L B T K H"]
-    v: Float[Array, "L B T K H"]
+    k: tuple[Float[Array, "B K T H"], ...] | Float[Array, "L B K T H"]
+    v: tuple[Float[Array, "B K T H"], ...] | Float[Array, "L B K T H"]
     valid: Bool[Array, "B T"]
     end_index: Int[Array, " B"]
 
     @classmethod
-    def zeros(cls, num_layers: int, batch_size: int, max_len: int, num_kv_heads: int, head_dim: int, dtype=jnp.float32):
-        """An empty cache of ``max_len`` slots per row."""
-        shape = (num_layers, batch_size, max_len, num_kv_heads, head_dim)
-        return cls(
-            k=jnp.zeros(shape, dtype),
-            v=jnp.zeros(shape, dtype),
-            valid=jnp.zeros((batch_size, max_len), bool),
-            end_index=jnp.zeros((batch_size,), jnp.int32),
-        )
+    def zeros(cls, num_layers: int, batch_size: int, max_len: int, num_kv_heads: int, head_dim: int,
+              dtype=jnp.float32, *, stacked: bool = True):
+        """An empty cache of ``max_len`` slots per row (``stacked=False``: a tuple of per-layer buffers)."""
+        shape = (batch_size, num_kv_heads, max_len, head_dim)
+        if stacked:
+            k, v = jnp.zeros((num_layers, *shape), dtype), jnp.zeros((num_layers, *shape), dtype)
+        else:
+            k, v = (tuple(jnp.zeros(shape, dtype) for _ in range(num_layers)) for _ in range(2))
+        return cls(k=k, v=v, valid=jnp.zeros((batch_size, max_len), bool),
+                   end_index=jnp.zeros((batch_size,), jnp.int32))
 
 
 @flax.struct.dataclass

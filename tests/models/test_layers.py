@@ -168,3 +168,45 @@ def test_cache_overflow_gives_nan_logits():
     assert np.isfinite(np.asarray(ok.logits)).all()
     over = forward(model, np.zeros((1, 2), np.int32), cache=ok.cache)
     assert np.isnan(np.asarray(over.logits)).all()
+
+
+@pytest.mark.parametrize("stacked", [True, False])
+def test_layer_kv_writes_only_its_layer_rows_at_per_row_offsets(stacked):
+    cache = KVCache.zeros(3, 2, 5, K, H, stacked=stacked)
+    new = _rand(jax.random.key(1), (2, 2, K, H))
+    kv = layers.LayerKV(cache.k, cache.v, layer=1).write(new, -new, jnp.asarray([0, 3], jnp.int32))
+    assert isinstance(kv.k, tuple) == (not stacked)
+    want = np.zeros((2, 5, K, H), np.float32)
+    want[0, 0:2], want[1, 3:5] = new[0], new[1]
+    np.testing.assert_array_equal(kv.keys(), want)
+    np.testing.assert_array_equal(kv.values(), -want)
+    for other in (0, 2):
+        assert not np.asarray(kv.k[other]).any() and not np.asarray(kv.v[other]).any()
+
+
+def test_layer_kv_drops_rows_past_the_end():
+    cache = KVCache.zeros(1, 1, 4, K, H, stacked=False)
+    new = jnp.ones((1, 3, K, H))
+    kv = layers.LayerKV(cache.k, cache.v).write(new, new, jnp.asarray([2], jnp.int32))
+    np.testing.assert_array_equal(np.asarray(kv.keys())[0, :, 0, 0], [0, 0, 1, 1])
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_model_cache_layout_follows_the_layer_form_and_either_layout_decodes_alike(scan):
+    import flax.nnx as nnx
+
+    from cfka_jax.models import QwenConfig, QwenModel
+
+    cfg = QwenConfig(
+        model_type="qwen2", vocab_size=11, hidden_size=12, intermediate_size=7, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, scan_layers=scan,
+    )
+    model = QwenModel(cfg, rngs=nnx.Rngs(0))
+    own = model.init_cache(2, 6)
+    assert isinstance(own.k, tuple) == (not scan) and own.k[1].shape == (2, 1, 6, 6)
+    other = KVCache.zeros(2, 2, 6, 1, 6, stacked=not scan)
+    tokens = np.arange(8, dtype=np.int32).reshape(2, 4) % 11
+    a = forward(model, tokens[:, 1:], cache=forward(model, tokens[:, :1], cache=own).cache)
+    b = forward(model, tokens[:, 1:], cache=forward(model, tokens[:, :1], cache=other).cache)
+    np.testing.assert_array_equal(a.logits, b.logits)
+    np.testing.assert_array_equal(np.stack(a.cache.k), np.stack(b.cache.k))
