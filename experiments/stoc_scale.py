@@ -18,7 +18,8 @@ stopped and can be run in pieces or in the background:
 its own token, a BPE tokenizer splits names into pieces shared between people, as the paper's tokenizer does.)
 
 Writes ``table.md`` / ``table.json`` (per size and kind: Original and Continual sFTA as mean and min–max over
-seeds, the corpus's coverage of the old facts: PT facts voiced and true values per mention, ``eval/coverage.py``)
+seeds, the corpus's coverage of the old world: PT people named, PT facts voiced and true values per mention,
+``eval/coverage.py``)
 and ``scale.png`` (Original sFTA and facts voiced against the number of PT people, per kind). The seed spread is
 over CPT and corpus sampling at a fixed PT model.
 """
@@ -41,7 +42,7 @@ from experiments.stoc_table import KIND_NAMES, corpus_coverage
 
 METHODS = ("naive", "replay-all", "stoc", "lamol", "random")
 NAMES = {**KIND_NAMES, "naive": "naive", "replay-all": "real replay 'all'"}
-COVERAGE = ("pt_fact_coverage", "true_values_per_mention")
+COVERAGE = ("pt_people_named", "pt_fact_coverage", "true_values_per_mention")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +133,8 @@ def collect(cfg: ScaleConfig) -> dict:
                 if method in GENERATIVE:
                     world = world or build_data(_pt_spec(cfg, size).scale.data_config(), cfg.cache_dir).world
                     cov = corpus_coverage(_spec(cfg, size, seed, method).replay_folder, world)
-                    cover += [cov] if cov is not None else []
+                    if cov is not None:  # people named as a fraction of the PT people, like the facts voiced
+                        cover.append({**cov, "pt_people_named": cov["pt_people_named"] / pt_people(size)})
             if finals:
                 rows[method] = {k: _spread([f[k] for f in finals]) for k in ("Original/sFTA", "Continual/sFTA")}
                 rows[method].update({k: _spread([c[k] for c in cover]) for k in COVERAGE if cover})
@@ -149,13 +151,13 @@ def _cell(entry: dict | None, scale: float = 100.0) -> str:
 
 def markdown(results: dict) -> str:
     head = ("| PT people | size | PT Original sFTA | method | seeds | Original sFTA | Continual sFTA "
-            "| PT facts voiced (%) | true values per mention (%) |")
-    lines = [head, "|---" * 9 + "|"]
+            "| PT people named (%) | PT facts voiced (%) | true values per mention (%) |")
+    lines = [head, "|---" * 10 + "|"]
     for size, r in results.items():
         for method, m in r["methods"].items():
             lines.append(f"| {r['pt_people']} | {size} | {100 * r['PT/Original/sFTA']:.1f} | {NAMES[method]} | "
                          f"{m['Original/sFTA']['n']} | {_cell(m['Original/sFTA'])} | {_cell(m['Continual/sFTA'])} | "
-                         f"{_cell(m.get('pt_fact_coverage'))} | {_cell(m.get('true_values_per_mention'))} |")
+                         + " | ".join(_cell(m.get(k)) for k in COVERAGE) + " |")
     return "\n".join(lines)
 
 

@@ -40,11 +40,13 @@ def test_markdown_gives_mean_and_seed_range():
     entry = lambda m, lo, hi, n=2: {"mean": m, "min": lo, "max": hi, "n": n}  # noqa: E731
     results = {"small": {"pt_people": 150, "PT/Original/sFTA": 0.788, "methods": {
         "stoc": {"Original/sFTA": entry(0.555, 0.55, 0.56), "Continual/sFTA": entry(0.5, 0.5, 0.5),
-                 "pt_fact_coverage": entry(0.6, 0.58, 0.62), "true_values_per_mention": entry(0.9, 0.9, 0.9)},
+                 "pt_people_named": entry(0.7, 0.7, 0.7), "pt_fact_coverage": entry(0.6, 0.58, 0.62),
+                 "true_values_per_mention": entry(0.9, 0.9, 0.9)},
         "naive": {"Original/sFTA": entry(0.25, 0.25, 0.25, 1), "Continual/sFTA": entry(0.7, 0.7, 0.7, 1)}}}}
     text = ss.markdown(results)
-    assert "| 150 | small | 78.8 | STOC | 2 | 55.5 (55.0–56.0) | 50.0 (50.0–50.0) | 60.0 (58.0–62.0) |" in text
-    assert "| 150 | small | 78.8 | naive | 1 | 25.0 | 70.0 | – | – |" in text
+    assert ("| 150 | small | 78.8 | STOC | 2 | 55.5 (55.0–56.0) | 50.0 (50.0–50.0) | 70.0 (70.0–70.0) "
+            "| 60.0 (58.0–62.0) | 90.0 (90.0–90.0) |") in text
+    assert "| 150 | small | 78.8 | naive | 1 | 25.0 | 70.0 | – | – | – |" in text
 
 
 @pytest.mark.slow
