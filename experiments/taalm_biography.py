@@ -25,7 +25,6 @@ import json
 import pathlib
 import time
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
@@ -152,20 +151,17 @@ def _value_spans(split, i: int):
 def cpt_stage(cfg: BioTaalmConfig, bundle, phi_dir: pathlib.Path) -> dict:
     """The CPT run with and without φ's weights (module docstring); their final records."""
     out, results = pathlib.Path(cfg.out), {}
-    weights = phi_token_weights(phi_dir, vocab_size=len(bundle.tokenizer))
-
-    def phi_loss(logits_BSV, batch):
-        w = jax.lax.stop_gradient(weights({k: batch[k] for k in ("tokens", "positions", "target_mask")}))
-        return twppl_loss(logits_BSV, {**batch, "token_weights": w})
 
     def uniform_loss(logits_BSV, batch):  # TWPPL with w = 1: the per-row normalisation alone
         return twppl_loss(logits_BSV, {**batch, "token_weights": jnp.ones_like(batch["target_mask"])})
 
-    runs = (("", None), ("-phi", phi_loss)) + ((("-uniform", uniform_loss),) if cfg.uniform_control else ())
+    # φ's run names φ in its spec (``CPTSpec.token_weights``), so its folder's config records the weighting model
+    runs = (("", None, None), ("-phi", None, str(phi_dir)))
+    runs += (("-uniform", uniform_loss, None),) if cfg.uniform_control else ()
     names = {"": "", "-phi": " + TAALM φ", "-uniform": " + TWPPL w = 1"}
-    for tag, loss_fn in runs:
+    for tag, loss_fn, token_weights in runs:
         spec = CPTSpec(preset=cfg.preset, out=str(out / f"cpt-{cfg.method}{tag}"), method=cfg.method,
-                       pt_dir=cfg.pt_dir, cache_dir=cfg.cache_dir, progress=cfg.progress)
+                       pt_dir=cfg.pt_dir, cache_dir=cfg.cache_dir, progress=cfg.progress, token_weights=token_weights)
         t0 = time.perf_counter()
         kwargs = {} if loss_fn is None else {"loss_fn": loss_fn}
         final = RunFolder(spec.out).final() or continual(spec, data=bundle, **kwargs).final
