@@ -191,7 +191,7 @@ def test_layer_kv_drops_rows_past_the_end():
     np.testing.assert_array_equal(np.asarray(kv.keys())[0, :, 0, 0], [0, 0, 1, 1])
 
 
-@pytest.mark.parametrize("scan", [False, True])
+@pytest.mark.parametrize("scan", [False, pytest.param(True, marks=pytest.mark.slow)])  # scanned: parity tests too
 def test_model_cache_layout_follows_the_layer_form_and_either_layout_decodes_alike(scan):
     import flax.nnx as nnx
 

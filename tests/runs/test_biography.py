@@ -5,6 +5,7 @@ import json
 import pytest
 
 from cfka_jax.runs import biography as bio
+from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.specs import CPTSpec, PTSpec
 
@@ -105,7 +106,8 @@ def test_cli_refuses_to_reuse_another_runs_folder(pt_run, capsys):
     assert "holds another run" in err and "run.seed: folder has 0, this run has 1" in err
     assert (root / "pt-smoke-qwen" / "config.json").read_text() == before
     naive = str(root / "cpt-naive-reuse")
-    bio.continual(CPTSpec(preset="smoke", out=naive, pt_dir=pt_dir, cache_dir=cache, progress=False))
+    naive_spec = CPTSpec(preset="smoke", out=naive, pt_dir=pt_dir, cache_dir=cache, progress=False)
+    RunFolder(naive).start(naive_spec, naive_spec.scale)  # a started naive run (what CPT writes before training)
     assert cli.main(["cpt", "--preset", "smoke", "--method", "replay-all", "--out", naive, "--pt-dir", pt_dir,
                      "--cache-dir", cache, "--no-progress"]) == 2
     assert "run.method: folder has 'naive', this run has 'replay-all'" in capsys.readouterr().err
