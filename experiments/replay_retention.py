@@ -14,6 +14,7 @@ Writes ``<table>/retention-<corpus>.json`` and prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 
@@ -55,7 +56,10 @@ def occurrence_soft(logits_fn, params, packed, targets, batch: int = 16) -> np.n
 
 def retention(table: pathlib.Path, corpus: str, runs: list[str], cache_dir: str) -> dict:
     cfg = json.loads((table / runs[0] / "config.json").read_text())["run"]
-    bundle = build_data(BIOGRAPHY[cfg["preset"]].data_config(), cache_dir)
+    preset = BIOGRAPHY[cfg["preset"]]
+    if cfg.get("bpe_vocab") is not None:  # the run's tokenizer (``--bpe-vocab``), not the preset's word-level one
+        preset = dataclasses.replace(preset, bpe_vocab=cfg["bpe_vocab"])
+    bundle = build_data(preset.data_config(), cache_dir)
     texts = load_from_disk(str(table / f"replay-{corpus}" / "candidates"))["text"]
     drawn = [texts[i] for i in load_from_disk(str(table / f"replay-{corpus}" / "replay"))["candidate"]]
     _, voiced, _, _ = voiced_facts(drawn, bundle.world.people)
@@ -73,7 +77,7 @@ def retention(table: pathlib.Path, corpus: str, runs: list[str], cache_dir: str)
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--table", required=True, help="a stoc-table folder")
+    ap.add_argument("--table", required=True, help="a stoc-table folder, or a stoc-scale seed folder (<world>/seed<k>)")
     ap.add_argument("--corpus", default="stoc", choices=["stoc", "random", "lamol"])
     ap.add_argument("--runs", nargs="+", required=True, help="full-update CPT run folders inside --table")
     ap.add_argument("--cache-dir", default="runs/data-cache")
