@@ -19,6 +19,10 @@ warm-up 500, 5e-5 → 1e-5 cosine, batch 48); evaluate at step 0, every ``--eval
 held-out perplexity (``Heldout/ppl``) and MC accuracy (``cfka_jax/eval/multiple_choice.py``: ``Original/acc``,
 ``Domain/acc``, ``All/acc``, per subject ``<set>/acc/<subject>``).
 
+``--update full|freeze|lora`` (with ``--freeze-layers`` / ``--lora-rank``) picks the paper's update mode and
+``--mesh`` shards the run over devices (``experiments/update_flags.py``); the replay corpus is always drawn from the
+unchanged base model.
+
 Output in ``--out``: ``config.json``, ``replay/`` (the corpus, reused when the run is restarted), ``metrics.jsonl``,
 ``checkpoints/``, ``final.json`` and ``summary.md`` (step 0 vs final). ``--preset smoke`` runs in seconds (tests).
 """
@@ -45,8 +49,10 @@ from cfka_jax.runs.engine import finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
 from cfka_jax.runs.replay import real_replay_config
+from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES
 from cfka_jax.train.step import make_eval_logits
+from experiments.update_flags import add_update_flags, check_freeze_layers, check_update_flags, updated_model
 
 METHODS = ("naive", "stoc", "lamol", "random")
 SUMMARY_KEYS = ("Heldout/ppl", "Original/acc", "Domain/acc", "All/acc")
@@ -84,8 +90,13 @@ class CorpusCPTConfig:
     dtype: str = "float32"
     seed: int = 0
     progress: bool = True
+    update: str = "full"
+    freeze_layers: int | None = None
+    lora_rank: int = 128
+    mesh: str | None = None
 
     def __post_init__(self):
+        check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
         if not self.data:
             raise ValueError("--data needs at least one corpus file or folder")
         lookup(CORPUS, self.preset, "corpus-cpt")
@@ -176,9 +187,11 @@ def run(cfg: CorpusCPTConfig) -> dict:
     sets = question_sets(mc=cfg.mc, domain_subjects=cfg.domain_subjects, original=cfg.mc_original,
                          domain=cfg.mc_domain, limit=cfg.mc_limit, seed=cfg.seed)
     dev = read_mc(list(cfg.mc_dev)) if cfg.mc_dev else []  # read before the (long) replay build: fail fast
-    folder.start(cfg, p)
-    eos = int(tokenizer.eos_token_id)
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
+    check_freeze_layers(model, cfg.freeze_layers)
+    mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
+    folder.start(cfg, p)  # after every check: a refused run writes nothing
+    eos = int(tokenizer.eos_token_id)
     replay_docs, replay_stats, alpha = [], {}, 1.0
     if cfg.method != "naive":
         corpus = build_replay(model, train_docs, tokenizer, real_replay_config(cfg.method, p, seed=cfg.seed,
@@ -187,9 +200,10 @@ def run(cfg: CorpusCPTConfig) -> dict:
     mixture, mix_stats = mix_replay(train_docs, replay_docs, alpha, rule="token_share", seed=cfg.seed)
     batcher = EpochBatcher(mixture, seq_len=p.seq_len, eos_id=eos, batch_size=p.cpt.batch, seed=cfg.seed + 1)
     factory = evaluator_factory(cfg, pack(held_docs, p.seq_len, eos), sets, dev, tokenizer)
+    model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
     trained = train_lm(model, batcher, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress), folder=folder,
-                       evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype])
-    extra = {"method": cfg.method, "alpha": None if cfg.method == "naive" else cfg.alpha,
+                       evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable, mesh=mesh)
+    extra = {"method": cfg.method, "alpha": None if cfg.method == "naive" else cfg.alpha, "update": cfg.update,
              "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
              "corpus": corpus_stats}
     final = finish_run(folder, factory(trained.graphdef, trained.rest), trained, extra).final
@@ -225,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-progress", action="store_true")
+    add_update_flags(ap)
     for flag, field in FLAGS.items():
         kind = float if flag in ("lr", "min_lr") else int
         ap.add_argument("--" + flag.replace("_", "-"), type=kind, default=None, help=f"preset override of {field}")
@@ -240,7 +255,8 @@ def config_from_args(argv: list[str] | None) -> CorpusCPTConfig:
         domain_subjects=tuple(a.domain_subjects), mc_dev=tuple(a.mc_dev), mc_shots=a.mc_shots, mc_limit=a.mc_limit,
         text_field=a.text_field, max_length=a.max_length, overflow=a.overflow, heldout=a.heldout,
         heldout_max_docs=a.heldout_max_docs, minhash=not a.no_minhash, dtype=a.dtype, seed=a.seed,
-        progress=not a.no_progress)
+        progress=not a.no_progress, update=a.update, freeze_layers=a.freeze_layers, lora_rank=a.lora_rank,
+        mesh=a.mesh)
 
 
 def main(argv: list[str] | None = None) -> int:

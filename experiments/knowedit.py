@@ -41,7 +41,9 @@ from cfka_jax.runs.engine import finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import KNOWEDIT, Preset, lookup, override
 from cfka_jax.runs.replay import real_replay_config
+from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES
+from experiments.update_flags import add_update_flags, check_freeze_layers, check_update_flags, updated_model
 
 METHODS = ("naive", "lamol", "stoc")
 SETS = ("Original", "Continual")
@@ -82,8 +84,13 @@ class KnowEditRun:
     dtype: str = "float32"
     seed: int = 0
     progress: bool = True
+    update: str = "full"
+    freeze_layers: int | None = None
+    lora_rank: int = 128
+    mesh: str | None = None
 
     def __post_init__(self):
+        check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
         ke.KnowEditConfig(self.kind, self.wrap_strings, self.aug_align)  # validates those three
         if self.mixing not in MIXING_RULES:
             raise ValueError(f"--mixing must be one of {sorted(MIXING_RULES)}, got {self.mixing!r}")
@@ -107,9 +114,11 @@ class KnowEditRun:
                             "cpt.eval_every": min(p.cpt.eval_every, steps)})
 
     def run_name(self, method: str) -> str:
+        """``naive`` / ``<method>-a<alpha>[-code5050]``, with ``-<update>`` unless the update is full."""
+        suffix = "" if self.update == "full" else f"-{self.update}"
         if method == "naive":
-            return "naive"
-        return f"{method}-a{self.alpha:g}" + ("-code5050" if self.mixing == "code_5050" else "")
+            return "naive" + suffix
+        return f"{method}-a{self.alpha:g}" + ("-code5050" if self.mixing == "code_5050" else "") + suffix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,11 +169,15 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
                                    seed=cfg.seed)
     batcher = EpochBatcher(docs, seq_len=p.seq_len, eos_id=data.eos_id, batch_size=p.cpt.batch, seed=cfg.seed + 1)
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
+    check_freeze_layers(model, cfg.freeze_layers)
+    model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
+    mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
     factory = lambda g, r: fluency_evaluator(g, r, layouts, batch_size=p.eval_batch,  # noqa: E731
                                              stride=cfg.eval_stride, compute_dtype=DTYPES[cfg.dtype])
     run = train_lm(model, batcher, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress), folder=folder,
-                   evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype])
-    extra = {"method": method, "alpha": None if method == "naive" else cfg.alpha, "train_docs": len(docs),
+                   evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable, mesh=mesh)
+    extra = {"method": method, "alpha": None if method == "naive" else cfg.alpha, "update": cfg.update,
+             "train_docs": len(docs),
              "new_docs": len(data.new_docs), "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mixture}
     return finish_run(folder, factory(run.graphdef, run.rest), run, extra).final
 
@@ -219,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-progress", action="store_true")
+    add_update_flags(ap)
     return ap
 
 
@@ -228,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                       mixing=a.mixing, preset=a.preset, steps=a.steps, kind=a.kind, wrap_strings=not a.no_wrap_strings,
                       augmentation=a.augmentation, aug_align=a.aug_align, fluency_mode=a.fluency_mode,
                       eval_stride=a.eval_stride, minhash=not a.no_minhash, dtype=a.dtype, seed=a.seed,
-                      progress=not a.no_progress)
+                      progress=not a.no_progress, update=a.update, freeze_layers=a.freeze_layers,
+                      lora_rank=a.lora_rank, mesh=a.mesh)
     run(cfg)
     return 0
 

@@ -27,7 +27,7 @@ from cfka_jax.data.mixing import mix_replay
 from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.runs.presets import Preset
 from cfka_jax.runs.replay import GENERATIVE, ensure_replay, synthetic_replay_config
-from cfka_jax.runs.specs import CPTSpec
+from cfka_jax.runs.specs import UPDATES, CPTSpec
 from cfka_jax.train.step import token_nll_loss
 
 
@@ -72,19 +72,39 @@ def lora_effective_penalty(lora_model, penalty):
     return effective
 
 
-def update_mode(spec: CPTSpec, p: Preset, model):
-    """(model, trainable-mask factory or None) of the run's update mode (module docstring)."""
-    if spec.update == "full":
+def apply_update(model, update: str, *, freeze_layers: int, lora_rank: int, seed: int):
+    """(model, trainable-mask factory or None) of an update mode, for any recipe (Biography, corpus, KnowEdit).
+
+    * ``full``: every parameter trains (mask None);
+    * ``freeze``: the input embedding and blocks ``0 … freeze_layers − 1`` are frozen (§4.4);
+    * ``lora``: rank-``lora_rank`` adapters with alpha = 2r on the family's LoRA targets, base weights frozen
+      (§4.6; adapter dropout 0 because the step keeps no RNG state across steps), adapters seeded by ``seed``.
+
+    Raises:
+      ValueError: an unknown mode, or ``freeze_layers`` outside ``[0, number of blocks]``.
+    """
+    if update not in UPDATES:
+        raise ValueError(f"--update must be one of {UPDATES}, got {update!r}")
+    if update == "full":
         return model, None
-    if spec.update == "freeze":
-        n = spec.freeze_layers if spec.freeze_layers is not None else p.freeze_layers
-        filt = peft.trainable_filter(model, num_frozen_blocks=n, freeze_embeddings=True)
+    if update == "freeze":
+        blocks = model.cfg.num_hidden_layers
+        if not 0 <= freeze_layers <= blocks:
+            raise ValueError(f"--freeze-layers must be in [0, {blocks}] (the model's blocks), got {freeze_layers}")
+        filt = peft.trainable_filter(model, num_frozen_blocks=freeze_layers, freeze_embeddings=True)
     else:
-        rank = spec.lora_rank if spec.lora_rank is not None else p.lora_rank
-        model = peft.apply_lora(model, peft.LoRAConfig(rank=rank, alpha=2.0 * rank, dropout=0.0),
-                                rngs=nnx.Rngs(spec.seed))
+        model = peft.apply_lora(model, peft.LoRAConfig(rank=lora_rank, alpha=2.0 * lora_rank, dropout=0.0),
+                                rngs=nnx.Rngs(seed))
         filt = peft.trainable_filter(model)
     return model, lambda params: peft.trainable_mask(params, filt)
+
+
+def update_mode(spec: CPTSpec, p: Preset, model):
+    """(model, trainable-mask factory or None) of the run's update mode (:func:`apply_update`; the preset gives
+    ``freeze_layers`` / ``lora_rank`` when the spec leaves them unset)."""
+    return apply_update(model, spec.update, seed=spec.seed,
+                        freeze_layers=spec.freeze_layers if spec.freeze_layers is not None else p.freeze_layers,
+                        lora_rank=spec.lora_rank if spec.lora_rank is not None else p.lora_rank)
 
 
 def check_token_weights(spec: CPTSpec) -> None:

@@ -98,3 +98,45 @@ def test_configs_and_flags_parse(world):
     for kw in bad:
         with pytest.raises(ValueError):
             cc.CorpusCPTConfig(**({"data": ("x",), "model": "m", "out": "o"} | kw))
+
+
+@pytest.mark.parametrize("update", ["lora", pytest.param("freeze", marks=pytest.mark.slow)])
+def test_update_modes_train_only_their_weights(world, tmp_path, update):
+    """``--update lora|freeze`` (on a 2-device ``--mesh``): the checkpointed parameters keep every frozen weight
+    of the base model bit for bit and move the trainable ones (LoRA adapters; the unfrozen block)."""
+    from cfka_jax.models import from_pretrained
+    from cfka_jax.runs.folder import RunFolder
+    from experiments.update_flags import updated_model
+
+    world, _ = world
+    out = tmp_path / update
+    flags = ["--update", "lora", "--lora-rank", "2"] if update == "lora" else ["--update", "freeze",
+                                                                               "--freeze-layers", "0"]
+    argv = ["--data", str(world / "corpus"), "--model", str(world / "model"), "--out", str(out), "--preset", "smoke",
+            "--heldout", "0.2", "--no-progress", "--mesh", "data=2", *flags]
+    assert cc.main(argv) == 0
+    assert json.loads((out / "final.json").read_text())["update"] == update
+    model, _ = updated_model(from_pretrained(str(world / "model")), update, 0 if update == "freeze" else None, 2, 0)
+    _, init, _ = nnx.split(model, nnx.Param, ...)
+    trained, _ = RunFolder(out).checkpoint_params(init)
+    flat_init, flat_trained = nnx.to_flat_state(init), dict(nnx.to_flat_state(trained))
+    moved = {path for path, v in flat_init if not np.array_equal(np.asarray(v[...]), np.asarray(flat_trained[path][...]))}
+    names = ["/".join(map(str, p)) for p in moved]
+    if update == "lora":
+        assert names and all("lora" in n for n in names), names
+    else:  # embedding (tied head) frozen; the one block trains
+        assert names and not any("embed" in n for n in names) and any("layers" in n for n in names), names
+
+
+def test_update_flags_refused(world):
+    world, _ = world
+    base = {"data": ("x",), "model": "m", "out": "o"}
+    for kw in ({"update": "adapter"}, {"lora_rank": 0}, {"freeze_layers": -1}, {"freeze_layers": 2},
+               {"mesh": "dat=2"}):
+        with pytest.raises(ValueError):
+            cc.CorpusCPTConfig(**(base | kw))
+    out = world / "refused"
+    with pytest.raises(ValueError, match="--freeze-layers 5 exceeds"):
+        cc.run(cc.CorpusCPTConfig(data=(str(world / "corpus"),), model=str(world / "model"), out=str(out),
+                                  preset="smoke", update="freeze", freeze_layers=5, progress=False))
+    assert not out.exists()  # refused before anything is written

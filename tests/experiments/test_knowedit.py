@@ -69,3 +69,19 @@ def test_configs_validate():
         with pytest.raises(ValueError):
             exp.KnowEditRun(data="d", model="m", out="o", **bad)
     assert exp.KnowEditRun(data="d", model="m", out="o", preset="paper", steps=100).scale.cpt.warmup == 100
+
+
+def test_freeze_update_on_a_mesh_names_its_runs(setup):
+    """``--update freeze --mesh data=2``: one run per method named ``<method>-freeze``, trained to the end."""
+    root = setup
+    out = root / "runs-freeze"
+    rc = exp.main(["--data", str(root / "test.json"), "--model", str(root / "model"), "--out", str(out),
+                   "--preset", "smoke", "--methods", "naive", "--update", "freeze", "--freeze-layers", "1",
+                   "--mesh", "data=2", "--no-progress"])
+    assert rc == 0
+    results = json.loads((out / "table.json").read_text())
+    assert set(results) == {"naive-freeze"} and results["naive-freeze"]["update"] == "freeze"
+    assert results["naive-freeze"]["step"] == KNOWEDIT["smoke"].cpt.steps
+    for bad in ({"update": "adapter"}, {"lora_rank": 0}, {"update": "lora", "freeze_layers": 1}):
+        with pytest.raises(ValueError):
+            exp.KnowEditRun(data="d", model="m", out="o", **bad)
