@@ -29,6 +29,7 @@ from cfka_jax.data.templates import ATTRIBUTES, Templates, fill, project_templat
 
 NUM_TEST_BIOS = 3
 REPLAY_KINDS = ("all", "half")
+NAME_FIELDS = ("first_names", "middle_initials", "last_names")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +45,11 @@ class BiographyConfig:
       pool_sizes: sizes of the project's own pools (ignored for pools read from ``pool_path``).
       pool_path: optional reference-format ``all_possible_features.json``.
       template_path: optional template table (``.parquet``/``.csv``); default: the project's templates.
+      name_pool: optional ``(first names, middle initials, last names)``: use only the first n of each name pool,
+        so that name parts are shared by many people as in the reference's 100k world (1,000 × 26 × 1,000 names for
+        120k people: a first name is held by ~100 PT people, a "First M." prefix by ~4). None (default): the full
+        pools (and the cache keys of worlds made before this option). Attribute values are drawn from the same
+        pools for PT and CPT people either way. ``name_sharing`` measures the result.
     """
 
     num_pt_people: int
@@ -54,8 +60,15 @@ class BiographyConfig:
     pool_sizes: PoolSizes = PoolSizes()
     pool_path: str | None = None
     template_path: str | None = None
+    name_pool: tuple[int, int, int] | None = None
 
     def __post_init__(self):
+        if self.name_pool is not None:
+            pool = tuple(self.name_pool)
+            if len(pool) != 3 or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in pool):
+                raise ValueError(f"name_pool must be 3 integers >= 1 (first names, middle initials, last names), "
+                                 f"got {self.name_pool!r}")
+            object.__setattr__(self, "name_pool", pool)
         if self.num_pt_people < 1:
             raise ValueError(f"num_pt_people must be >= 1, got {self.num_pt_people}")
         if self.num_cpt_people < 0:
@@ -136,7 +149,16 @@ def replay_pool(pt_train: tuple[Biography, ...], kind: str) -> tuple[Biography, 
 def load_pools(config: BiographyConfig) -> ValuePools:
     """The config's pools: the file at ``pool_path`` over the project's pools, else the project's."""
     base = project_pools(config.pool_sizes)
-    return read_pool_json(config.pool_path, fallback=base) if config.pool_path else base
+    pools = read_pool_json(config.pool_path, fallback=base) if config.pool_path else base
+    if config.name_pool is None:
+        return pools
+    cut = {}
+    for field, n in zip(NAME_FIELDS, config.name_pool):
+        values = getattr(pools, field)
+        if n > len(values):
+            raise ValueError(f"name_pool asks for {n} {field} but the pools hold {len(values)}")
+        cut[field] = values[:n]
+    return dataclasses.replace(pools, **cut)
 
 
 def load_templates(config: BiographyConfig) -> Templates:

@@ -66,8 +66,8 @@ def _file_digest(path: str, h) -> None:
         raise ValueError(f"{path}: no such file or folder")
 
 
-HASH_OPTIONAL = ("bpe_vocab",)
-"""Top-level config fields left out of :func:`config_hash` while they are None."""
+HASH_OPTIONAL = ("bpe_vocab", "bio.name_pool", "name_pool")
+"""Config fields (dotted: nested) left out of :func:`config_hash` while they are None."""
 
 
 def config_hash(config) -> str:
@@ -75,8 +75,12 @@ def config_hash(config) -> str:
     h = hashlib.sha256(f"v{FORMAT_VERSION}".encode())
     fields = dataclasses.asdict(config)
     for name in HASH_OPTIONAL:  # unset options added later leave the keys of existing caches unchanged
-        if fields.get(name, 0) is None:
-            del fields[name]
+        *parents, leaf = name.split(".")
+        node = fields
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(leaf, 0) is None:
+            del node[leaf]
     h.update(json.dumps(fields, sort_keys=True).encode())
 
     def visit(cfg):

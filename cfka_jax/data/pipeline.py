@@ -33,6 +33,7 @@ import numpy as np
 from cfka_jax.data import io
 from cfka_jax.data.biography import BiographyConfig, World
 from cfka_jax.data.packing import FtaTargets, Packed, epoch_order, fta_targets, pack
+from cfka_jax.data.sharing import name_sharing
 from cfka_jax.data.tokenize import (BPE_MIN_VOCAB, TokenizedSplit, load_tokenizer, tokenize_split,
                                     train_word_tokenizer)
 
@@ -154,7 +155,7 @@ def _pack_all(config: DataConfig, splits, eos_id: int):
     return train, evals
 
 
-def _manifest(config: DataConfig, tokenizer, splits, train, evals) -> dict:
+def _manifest(config: DataConfig, world: World, tokenizer, splits, train, evals) -> dict:
     return {
         "config": dataclasses.asdict(config), "vocab_size": len(tokenizer), "eos_id": int(tokenizer.eos_token_id),
         "docs": {k: len(v) for k, v in splits.items()},
@@ -163,6 +164,7 @@ def _manifest(config: DataConfig, tokenizer, splits, train, evals) -> dict:
         "eval_chunks": {k: p.num_chunks for k, (p, _) in evals.items()},
         "fta_occurrences": {k: int(len(f.chunk)) for k, (_, f) in evals.items()},
         "fta_dropped_pos0": {k: f.num_dropped for k, (_, f) in evals.items()},
+        "name_sharing": name_sharing(world),
     }
 
 
@@ -228,7 +230,7 @@ def build_data(config: DataConfig, cache_dir: str | os.PathLike) -> DataBundle:
         tokenizer = user_tokenizer if user_tokenizer is not None else _train_tokenizer(world, folder, config.bpe_vocab)
         splits = _tokenize_all(config, world, tokenizer)
         train, evals = _pack_all(config, splits, int(tokenizer.eos_token_id))
-        _write(folder, world, splits, train, evals, _manifest(config, tokenizer, splits, train, evals))
+        _write(folder, world, splits, train, evals, _manifest(config, world, tokenizer, splits, train, evals))
     except Exception:
         shutil.rmtree(folder, ignore_errors=True)  # a rejected input leaves no half-built entry behind
         raise

@@ -5,8 +5,9 @@ A :class:`Preset` holds what a scale fixes and nothing a run chooses (method, α
 * ``pt`` / ``cpt``: the :class:`Schedule` of each training phase (``pt`` is None for studies that start from a
   pretrained model: KnowEdit, bring-your-own corpus);
 * ``model``: the :class:`ModelSize` of a from-scratch model (Biography), None for a pretrained one;
-* ``data`` / ``people`` / ``seq_len`` / ``bpe_vocab``: the Biography data preset and its overrides (``seq_len`` is
-  the chunk length of every study; ``bpe_vocab`` trains a BPE tokenizer of that size instead of the word-level one);
+* ``data`` / ``people`` / ``seq_len`` / ``bpe_vocab`` / ``name_pool``: the Biography data preset and its overrides
+  (``seq_len`` is the chunk length of every study; ``bpe_vocab`` trains a BPE tokenizer of that size instead of the
+  word-level one; ``name_pool`` cuts the name pools so name parts are shared, ``BiographyConfig.name_pool``);
 * evaluation (``eval_batch``, ``em_docs``, ``mc_max_length``), update modes (``freeze_layers``, ``lora_rank``)
   and generative-replay sampling sizes (:class:`ReplaySampling`).
 
@@ -111,6 +112,7 @@ class Preset:
     replay: ReplaySampling = ReplaySampling()
     mc_max_length: int = 2048
     bpe_vocab: int | None = None
+    name_pool: tuple[int, int, int] | None = None
 
     def __post_init__(self):
         _check_ints(self, ("seq_len", "eval_batch", "em_docs", "freeze_layers", "lora_rank", "mc_max_length"),
@@ -131,6 +133,8 @@ class Preset:
             cfg = dataclasses.replace(cfg, bio=bio_cfg)
         if self.bpe_vocab is not None:
             cfg = dataclasses.replace(cfg, bpe_vocab=self.bpe_vocab)
+        if self.name_pool is not None:
+            cfg = dataclasses.replace(cfg, bio=dataclasses.replace(cfg.bio, name_pool=self.name_pool))
         return dataclasses.replace(cfg, seq_len=self.seq_len) if self.seq_len is not None else cfg
 
 
@@ -188,6 +192,12 @@ BIOGRAPHY = {
 }
 """Biography PT → CPT (spec §4.1–§4.2 at the paper scale: Pythia-160M shape, 320k PT / 80k CPT steps; ``w600``,
 ``w2400``, ``w10k``: world sizes between small and paper for ``cfka stoc-scale``, sized for an accelerator)."""
+
+# Shared-name worlds (issue #23): the small / w600 scales with name pools cut so that, as in the reference's 100k
+# world, a new person's first name (100 %) and "First M." prefix (96 % / 99 %) belong to some old person; each first
+# name is held by 15 PT people, each "First M." by 3.8 (reference: ~100 and ~3.8). ``data/sharing.name_sharing``.
+BIOGRAPHY["names150"] = dataclasses.replace(BIOGRAPHY["small"], name="names150", name_pool=(10, 4, 20))
+BIOGRAPHY["names600"] = dataclasses.replace(BIOGRAPHY["w600"], name="names600", name_pool=(40, 4, 80))
 
 KNOWEDIT = {
     "paper": Preset("paper", cpt=Schedule(8000, 500, 5e-5, 1e-5, batch=48, eval_every=500), seq_len=256,
