@@ -103,7 +103,9 @@ def _switches(args: argparse.Namespace):
 
 
 def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
+    from cfka_jax.data.tokenize import BPE_MIN_VOCAB
     from cfka_jax.runs.presets import BIOGRAPHY
+    from cfka_jax.values import int_arg
 
     p.add_argument("--preset", default="smoke", choices=list(BIOGRAPHY),
                    help="scale: smoke (a plumbing check in seconds), small (shows the effect on 2 CPU cores), "
@@ -118,7 +120,7 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
                    help="bfloat16: float32 master weights, bf16 forward/backward, float32 loss")
     p.add_argument("--ckpt-every", type=int, default=None,
                    help="checkpoint interval in steps (default: the preset's; 0 = only at the end)")
-    p.add_argument("--bpe-vocab", type=int, default=None, metavar="N",
+    p.add_argument("--bpe-vocab", type=int_arg(lo=BPE_MIN_VOCAB), default=None, metavar="N",
                    help="train a BPE tokenizer of N entries on the world (names split into shared pieces) instead "
                         "of the word-level one")
     p.add_argument("--mesh", default=None, help="shard the run over devices, e.g. data=2,fsdp=4 or auto "

@@ -1,5 +1,8 @@
-"""Strict reading of user-supplied text, JSON and JSONL files: every error is a ``ValueError`` naming the file and
-the line (or key), never a bare ``UnicodeDecodeError``, ``JSONDecodeError`` or ``RecursionError``.
+"""Strict reading of user-supplied text, JSON, JSONL, CSV and TOML files: every error is a ``ValueError`` naming the
+file and the line (or key), never a bare ``UnicodeDecodeError``, ``JSONDecodeError``, ``csv.Error``,
+``TOMLDecodeError`` or ``RecursionError``; and atomic writing of result files (:func:`write_text_atomic`,
+:func:`write_json_atomic`: a temporary file in the same folder, flushed and renamed over the target, so a kill
+leaves the old file or the new one, never a torn one).
 
 Checks beyond ``json.loads``: the bytes must be UTF-8 (the first bad byte is reported with its line and column),
 strings must not hold lone UTF-16 surrogates (``"\\ud800"`` decodes in Python but cannot be encoded, tokenised
@@ -10,10 +13,13 @@ or written back), and nesting deeper than Python's recursion limit is reported i
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
 import re
+import tempfile
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -135,6 +141,82 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
             if not isinstance(record, dict):
                 raise ValueError(f"{where}: expected a JSON object, got {_json_type(record)}")
             yield where, record
+
+
+def read_csv_rows(path: str | os.PathLike) -> Iterator[tuple[str, list[str]]]:
+    """Yield ``(where, row)`` for every row of a CSV file; ``where`` = "<path>, line <n>" (the row's first line).
+
+    Raises:
+      ValueError: invalid UTF-8 or a NUL character (a binary file), or a CSV syntax error, naming file and line.
+    """
+    name = os.fspath(path)
+    reader = csv.reader(io.StringIO(read_text(name), newline=""))
+    start = 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise ValueError(f"{name}, line {reader.line_num}: invalid CSV: {err}") from None
+        yield f"{name}, line {start}", row
+        start = reader.line_num + 1
+
+
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def read_toml(path: str | os.PathLike) -> dict:
+    """The TOML document of ``path`` as a dict.
+
+    Raises:
+      ValueError: invalid UTF-8 or TOML, naming the file and the line (and column) of the syntax error.
+      OSError: the file cannot be read.
+    """
+    import tomllib
+
+    name = os.fspath(path)
+    try:
+        return tomllib.loads(read_text(name))
+    except tomllib.TOMLDecodeError as err:
+        msg = str(err)
+        m = _TOML_POSITION.search(msg)
+        if m is None:
+            raise ValueError(f"{name}: invalid TOML: {msg}") from None
+        raise ValueError(f"{name}, line {m.group(1)}: invalid TOML: {msg[:m.start()]} (column {m.group(2)})"
+                         ) from None
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically: a temporary file in the same folder, flushed to disk, then
+    renamed over ``path``. A kill at any point leaves the previous file (or none) or the whole new one."""
+    name = os.fspath(path)
+    folder = os.path.dirname(name) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(name)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, name)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any, *, allow_nan: bool = True, **dump_kwargs) -> None:
+    """``json.dumps(obj, **dump_kwargs)`` written with :func:`write_text_atomic` (a trailing newline added).
+
+    Raises:
+      ValueError: ``allow_nan=False`` and ``obj`` holds NaN or an infinity (named with the file).
+    """
+    try:
+        text = json.dumps(obj, allow_nan=allow_nan, **dump_kwargs)
+    except ValueError as err:
+        raise ValueError(f"{os.fspath(path)}: refusing to write a non-finite number ({err})") from None
+    write_text_atomic(path, text + "\n")
 
 
 def _json_type(value) -> str:

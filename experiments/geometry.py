@@ -24,9 +24,21 @@ import dataclasses
 import math
 import sys
 
+from cfka_jax.values import check_floats, float_arg
+
+_POSITIVE = float_arg(lo=0.0, lo_open=True)  # a finite number > 0 (step sizes, learning rates)
+
 
 def _taus(text: str) -> tuple[float, ...]:
-    return tuple(math.inf if t.strip() in ("inf", "∞") else float(t) for t in text.split(",") if t.strip())
+    """Energy thresholds: ``inf`` / ``∞`` (no masking) or finite numbers > 0, no repeats."""
+    try:
+        vals = [math.inf if t.strip() in ("inf", "∞") else float(t) for t in text.split(",") if t.strip()]
+        check_floats([v for v in vals if v != math.inf], "threshold", lo=0.0, lo_open=True, nonempty=False)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if not vals or len(set(vals)) != len(vals):
+        raise argparse.ArgumentTypeError(f"thresholds must be a non-empty list without repeats, got {text!r}")
+    return tuple(vals)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,16 +52,16 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, parents=[common], help=doc)
         s.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
         if name in ("onestep", "coldstart"):
-            s.add_argument("--eta", type=float, help="SGD step of the one-step validation")
+            s.add_argument("--eta", type=_POSITIVE, help="SGD step of the one-step validation (> 0)")
             s.add_argument("--pair-seed", dest="pair_seed", type=int, default=0)
         if name == "coldstart":
-            s.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate of the warm-up")
+            s.add_argument("--lr", type=_POSITIVE, default=1e-4, help="AdamW learning rate of the warm-up")
         if name == "attribution":
             s.add_argument("--vocab", choices=("full", "total_unique"), default="total_unique")
         if name == "energy":
             s.add_argument("--taus", type=_taus, default=(math.inf, 1.8, 1.5, 1.0), help="e.g. inf,1.8,1.5,1.0")
             s.add_argument("--normalize", choices=("all", "kept"), default="all")
-            s.add_argument("--lr", type=float, default=1e-3)
+            s.add_argument("--lr", type=_POSITIVE, default=1e-3)
     t = sub.add_parser("transmission", parents=[common], help="readout transmission, resets, plasticity")
     t.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
     t.add_argument("--cache-dir", dest="cache_dir", default="runs/data-cache")

@@ -24,6 +24,7 @@ import typing
 import numpy as np
 
 from cfka_jax import jsonio
+from cfka_jax.values import check_float, check_floats, float_arg, floats_arg
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,25 +81,21 @@ class SweepConfig:
                          replay=self.replay, start=self.start)
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    return tuple(float(x) for x in text.split(",") if x.strip())
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cfka sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="TOML or JSON file with SweepConfig fields")
     p.add_argument("--out")
-    p.add_argument("--ks", type=_floats, help="comma-separated EWC strengths, e.g. 0,0.1,1")
-    p.add_argument("--alphas", type=_floats, help="comma-separated new-data fractions in (0, 1]")
+    p.add_argument("--ks", type=floats_arg(lo=0.0), help="comma-separated EWC strengths, e.g. 0,0.1,1")
+    p.add_argument("--alphas", type=floats_arg(lo=0.0, lo_open=True, hi=1.0), help="comma-separated new-data fractions in (0, 1]")
     p.add_argument("--seeds", dest="num_seeds", type=int)
     p.add_argument("--steps", type=int)
     p.add_argument("--log-every", dest="log_every", type=int)
     p.add_argument("--batch-size", dest="batch_size", type=int, help="0 = population gradient descent")
-    p.add_argument("--eta", dest="eta_y", type=float)
+    p.add_argument("--eta", dest="eta_y", type=float_arg(lo=0.0, lo_open=True), help="step size > 0")
     p.add_argument("--replay", choices=("true", "generative"))
     p.add_argument("--start", choices=("pt", "optimum"))
     p.add_argument("--world-seed", dest="world_seed", type=int)
-    p.add_argument("--smoothing", type=float)
+    p.add_argument("--smoothing", type=float_arg())
     p.add_argument("--chunk-runs", dest="chunk_runs", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--float32", dest="x64", action="store_false", default=None)
@@ -119,12 +116,7 @@ def read_config_file(path: str) -> dict:
     if not pathlib.Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such sweep config file")
     if path.endswith(".toml"):
-        import tomllib
-
-        try:
-            fields = tomllib.loads(jsonio.read_text(path))
-        except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"{path}: invalid TOML: {e}") from None
+        fields = jsonio.read_toml(path)
     else:
         fields = jsonio.read_json_object(path, "a JSON object of SweepConfig fields")
     hints = typing.get_type_hints(SweepConfig)
@@ -135,12 +127,12 @@ def read_config_file(path: str) -> dict:
         problem = jsonio.type_problem(value, hints[key])
         if problem:
             raise ValueError(f"{path}: key {key!r} {problem}")
-    for i, a in enumerate(fields.get("alphas", ())):
-        if not 0.0 < a <= 1.0:
-            raise ValueError(f"{path}: key 'alphas'[{i}] = {a} outside (0, 1] (the new-data fraction)")
-    for i, k in enumerate(fields.get("ks", ())):
-        if k < 0:
-            raise ValueError(f"{path}: key 'ks'[{i}] = {k} is negative (an EWC strength)")
+    if "alphas" in fields:
+        check_floats(fields["alphas"], "key 'alphas' (new-data fractions)", lo=0.0, lo_open=True, hi=1.0, where=path)
+    if "ks" in fields:
+        check_floats(fields["ks"], "key 'ks' (EWC strengths)", lo=0.0, where=path)
+    if "eta_y" in fields:
+        check_float(fields["eta_y"], "key 'eta_y' (step size)", lo=0.0, lo_open=True, where=path)
     return {k: tuple(float(x) for x in v) if k in ("ks", "alphas") else v for k, v in fields.items()}
 
 
@@ -287,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(sys.argv[1:] if argv is None else argv)
     out = pathlib.Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+    jsonio.write_json_atomic(out / "config.json", dataclasses.asdict(cfg), indent=2)
     with jax.enable_x64(cfg.x64):
         worlds, theory, final_Y, trace, gd_trace = run_sweep(cfg)
         rows = summarise(worlds, cfg.spec(), theory, final_Y, trace)

@@ -26,6 +26,8 @@ import os
 
 from cfka_jax.data import _ckl_templates as T
 from cfka_jax.data.io import iter_jsonl
+from cfka_jax.jsonio import write_text_atomic
+from cfka_jax.values import check_float, check_int
 
 _STR = ("relation_code", "uuid", "task_descriptive", "task_schematic", "subject", "object", "relation_label",
         "masked_evidence", "evidence")
@@ -81,10 +83,8 @@ def parse_record(rec: dict, where: str) -> LamaRecord:
     for k in ("subject", "object", "evidence"):
         if not rec[k].strip():
             raise ValueError(f"{where}: field {k!r} is empty")
-    if isinstance(rec["position"], bool) or not isinstance(rec["position"], (int, float)):
-        raise ValueError(f"{where}: field 'position' must be a number, got {rec['position']!r}")
-    if isinstance(rec["evidence_length"], bool) or not isinstance(rec["evidence_length"], int):
-        raise ValueError(f"{where}: field 'evidence_length' must be an integer, got {rec['evidence_length']!r}")
+    check_float(rec["position"], "field 'position'", lo=0.0, hi=1.0, where=where)
+    check_int(rec["evidence_length"], "field 'evidence_length'", lo=1, where=where)
     if not isinstance(rec["invariant"], bool):
         raise ValueError(f"{where}: field 'invariant' must be true or false, got {rec['invariant']!r}")
     for k in ("task_descriptive", "task_schematic", "evidence"):
@@ -98,7 +98,8 @@ def read_lama_ckl(path: str | os.PathLike) -> tuple[LamaRecord, ...]:
     """Read and validate a LAMA-CKL JSONL file (also the TA training file, same fields).
 
     Raises:
-        ValueError: invalid JSON, a bad record (:func:`parse_record`) or a repeated uuid, naming file and line.
+        ValueError: invalid JSON, a bad record (:func:`parse_record`), a repeated uuid, naming file and line, or
+            a file without records (an empty evaluation set would report a metric over nothing).
     """
     out, seen = [], {}
     for where, rec in iter_jsonl(path):
@@ -107,13 +108,15 @@ def read_lama_ckl(path: str | os.PathLike) -> tuple[LamaRecord, ...]:
             raise ValueError(f"{where}: uuid {r.uuid!r} repeats {seen[r.uuid]}")
         seen[r.uuid] = where
         out.append(r)
+    if not out:
+        raise ValueError(f"{os.fspath(path)}: no LAMA-CKL records (an empty file); a set with nothing to score is "
+                         f"refused")
     return tuple(out)
 
 
 def write_lama_ckl(path: str | os.PathLike, records) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r.as_dict(), ensure_ascii=False) + "\n")
+    """Write records as JSONL, atomically (``jsonio.write_text_atomic``)."""
+    write_text_atomic(path, "".join(json.dumps(r.as_dict(), ensure_ascii=False) + "\n" for r in records))
 
 
 def schematic_probe(subject: str, relation_label: str, obj: str) -> str:

@@ -12,7 +12,6 @@ Errors name the file and the 1-based row/line (0-based row for Parquet). ``split
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import pathlib
 import re
@@ -20,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.data.io import iter_jsonl
 
 LETTERS = "ABCDEFGHIJ"
@@ -62,22 +62,22 @@ def read_mc_csv(path) -> list[MCQuestion]:
       ValueError: naming the file and 1-based row for a short row, an empty question or a bad answer.
     """
     subject, out = subject_from_path(path), []
-    with open(path, newline="", encoding="utf-8") as f:
-        for row_no, row in enumerate(csv.reader(f), start=1):
-            if not row:
-                continue
-            where = f"{path}, row {row_no}"
-            if len(row) < 4:
-                raise ValueError(f"{where}: expected question, >= 2 choices and an answer letter, got {len(row)} "
-                                 f"columns")
-            if not row[0].strip():
-                raise ValueError(f"{where}: empty question")
-            hint = " (MMLU CSVs have no header row)" if row_no == 1 else ""
-            try:
-                answer = _answer_index(row[-1], len(row) - 2, where)
-            except ValueError as err:
-                raise ValueError(f"{err}{hint}") from None
-            out.append(MCQuestion(row[0], tuple(row[1:-1]), answer, subject))
+    for row_no, (where, row) in enumerate(jsonio.read_csv_rows(path), start=1):
+        if not row:
+            continue
+        line = where.rsplit(" ", 1)[1]
+        where = f"{path}, row {row_no}" + ("" if line == str(row_no) else f" (line {line})")
+        if len(row) < 4:
+            raise ValueError(f"{where}: expected question, >= 2 choices and an answer letter, got {len(row)} "
+                             f"columns")
+        if not row[0].strip():
+            raise ValueError(f"{where}: empty question")
+        hint = " (MMLU CSVs have no header row)" if row_no == 1 else ""
+        try:
+            answer = _answer_index(row[-1], len(row) - 2, where)
+        except ValueError as err:
+            raise ValueError(f"{err}{hint}") from None
+        out.append(MCQuestion(row[0], tuple(row[1:-1]), answer, subject))
     return out
 
 

@@ -18,13 +18,13 @@ that never change (their PT values). θ is carried across periods, the optimiser
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 
 import numpy as np
 
 from cfka_jax.data.io import iter_jsonl
+from cfka_jax.jsonio import read_csv_rows
 from cfka_jax.data.lama_ckl import schematic_probe
 
 PERIODS = ("0910", "1011", "1112")
@@ -44,20 +44,23 @@ def read_diffset_csv(path: str | os.PathLike) -> list[str]:
     """The filtered texts of a diffset CSV (column 0, header skipped).
 
     Raises:
-        ValueError: an empty file or a row without columns, naming the file and line.
+        ValueError: invalid UTF-8 or CSV (a binary file), an empty file, a row without columns, naming the file and
+            line, or a file none of whose rows passes the filter (nothing to train on).
     """
     path = os.fspath(path)
+    rows = read_csv_rows(path)
+    if next(rows, None) is None:
+        raise ValueError(f"{path}: empty file (expected a header row)")
     out = []
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        if next(reader, None) is None:
-            raise ValueError(f"{path}: empty file (expected a header row)")
-        for row in reader:
-            if not row:
-                raise ValueError(f"{path}, line {reader.line_num}: row without columns")
-            text = keep_diffset_text(row[0])
-            if text is not None:
-                out.append(text)
+    for where, row in rows:
+        if not row:
+            raise ValueError(f"{where}: row without columns")
+        text = keep_diffset_text(row[0])
+        if text is not None:
+            out.append(text)
+    if not out:
+        raise ValueError(f"{path}: no row passes the diffset filter (>= {MIN_CHARS} characters, >= "
+                         f"{MIN_ASCII_LETTER_RATIO:.0%} ASCII letters); nothing to train on")
     return out
 
 
@@ -84,8 +87,16 @@ def _strings(rec: dict, keys: tuple[str, ...], where: str) -> dict:
 
 
 def read_probes(path: str | os.PathLike) -> tuple[Probe, ...]:
-    """Probe records ``{subject, relation, object}`` (extra fields ignored)."""
-    return tuple(Probe(**_strings(rec, ("subject", "relation", "object"), where)) for where, rec in iter_jsonl(path))
+    """Probe records ``{subject, relation, object}`` (extra fields ignored).
+
+    Raises:
+        ValueError: a bad record (file and line named) or a file without records (an empty probe set).
+    """
+    out = tuple(Probe(**_strings(rec, ("subject", "relation", "object"), where)) for where, rec in iter_jsonl(path))
+    if not out:
+        raise ValueError(f"{os.fspath(path)}: no probe records (an empty file); a probe set with nothing to score "
+                         f"is refused")
+    return out
 
 
 def read_ta_rows(path: str | os.PathLike) -> tuple[dict, ...]:
@@ -96,6 +107,8 @@ def read_ta_rows(path: str | os.PathLike) -> tuple[dict, ...]:
         if row["object"] not in row["text"]:
             raise ValueError(f"{where}: the object {row['object']!r} does not occur in 'text'")
         out.append(row)
+    if not out:
+        raise ValueError(f"{os.fspath(path)}: no Train-Attention rows (an empty file)")
     return tuple(out)
 
 

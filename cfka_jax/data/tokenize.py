@@ -56,7 +56,8 @@ def train_word_tokenizer(texts, folder: str | os.PathLike, *, bpe_vocab: int | N
       texts: an iterable of strings (the whole corpus: every word, or every character for BPE, enters the
         vocabulary).
       folder: where ``tokenizer.json`` and the HF config files are written.
-      bpe_vocab: None for word-level, else the BPE vocabulary size (>= ``BPE_MIN_VOCAB``).
+      bpe_vocab: None for word-level, else the BPE vocabulary size (>= ``BPE_MIN_VOCAB``, and no more than the
+        corpus can make: a smaller tokenizer than the one asked for is an error, never recorded as the asked size).
 
     Returns:
       The saved tokenizer reloaded from ``folder`` (``PreTrainedTokenizerFast``); EOS id 0, pad = EOS.
@@ -78,6 +79,9 @@ def train_word_tokenizer(texts, folder: str | os.PathLike, *, bpe_vocab: int | N
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated")
     tok.decoder = decoders.Fuse()
     tok.train_from_iterator(texts, trainer)
+    if bpe_vocab is not None and tok.get_vocab_size() < bpe_vocab:  # before anything is written
+        raise ValueError(f"bpe_vocab (--bpe-vocab) {bpe_vocab}: this corpus makes at most {tok.get_vocab_size()} "
+                         f"BPE entries (characters + merges of pairs seen at least twice); ask for at most that")
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN,
                                    unk_token=UNK_TOKEN, clean_up_tokenization_spaces=False)
     fast.save_pretrained(os.fspath(folder))

@@ -22,6 +22,7 @@ from cfka_jax.theory.cpt_predictions import (gradient_covariance, linear_rate, m
                                               objective_hessian, old_prob_at, sgd_covariance, token_block_indices,
                                               token_curvature)
 from cfka_jax.theory.train import SGDConfig
+from cfka_jax.values import check_float, check_floats, check_int
 
 REPLAY_KINDS = ("true", "generative")
 
@@ -52,12 +53,10 @@ class SweepSpec:
     start: str = "pt"
 
     def __post_init__(self):
-        if not self.ks or min(self.ks) < 0:
-            raise ValueError(f"ks must be non-empty and >= 0, got {self.ks}")
-        if not self.alphas or not all(0.0 < a <= 1.0 for a in self.alphas):
-            raise ValueError(f"alphas must lie in (0, 1], got {self.alphas}")
-        if self.num_seeds < 1 or self.eta_y <= 0:
-            raise ValueError("num_seeds must be >= 1 and eta_y > 0")
+        check_floats(self.ks, "ks (EWC strengths)", lo=0.0)  # finite, >= 0, no repeated grid point
+        check_floats(self.alphas, "alphas (new-data fractions)", lo=0.0, lo_open=True, hi=1.0)
+        check_int(self.num_seeds, "num_seeds", lo=1)
+        check_float(self.eta_y, "eta_y (step size)", lo=0.0, lo_open=True)
         if self.replay not in REPLAY_KINDS or self.start not in ("pt", "optimum"):
             raise ValueError(f"replay in {REPLAY_KINDS}, start in ('pt', 'optimum'); got {self.replay}, {self.start}")
         SGDConfig(self.steps, self.batch_size, self.log_every)  # validates steps / log_every / batch_size
@@ -184,10 +183,14 @@ def summarise(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, final_Y,
 
 
 def write_csv(rows: list[dict], path) -> None:
-    """Writes ``rows`` (dicts with equal keys) as CSV."""
+    """Writes ``rows`` (dicts with equal keys) as CSV, atomically (``jsonio.write_text_atomic``)."""
     import csv
+    import io
 
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    from cfka_jax.jsonio import write_text_atomic
+
+    fh = io.StringIO(newline="")
+    writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomic(path, fh.getvalue())

@@ -41,7 +41,7 @@ def test_round_trip(tmp_path):
     ({"uuid": 3}, "field 'uuid' must be a string"),
     ({"invariant": "false"}, "'invariant' must be true or false"),
     ({"evidence_length": 1.5}, "'evidence_length' must be an integer"),
-    ({"position": True}, "'position' must be a number"),
+    ({"position": True}, "'position' must be a finite number"),
     ({"object": "Globex"}, "does not occur in 'task_descriptive'"),
     ({"scores": {"descriptive": {"m": 2.0}, "schematic": {}}}, r"scores.descriptive.m"),
     ({"scores": {"descriptive": {}}}, "scores.schematic"),
