@@ -3,6 +3,7 @@ spec taalm.md §4–§9): meta-train the Train-Attention model φ, then run ever
 
     cfka taalm --preset smoke|small|paper --out DIR [--methods "Finetune,Oracle,TAALM"] [--no-twiki]
     cfka taalm --biography PT_DIR --preset smoke|small --out DIR     # φ for a Biography CPT run (taalm_biography)
+    cfka taalm --lama-ckl DIR | --temporalwiki DIR --model HF_DIR ...  # the real files (taalm_real)
     python -m experiments.taalm --preset small --out runs/taalm-small
 
 Pipeline (every stage resumes from ``DIR``): the synthetic world (``data/ckl_world.py``) → a word-level tokenizer →
@@ -143,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         from experiments import taalm_biography
 
         return taalm_biography.main(argv)
+    if any(a.split("=")[0] in ("--lama-ckl", "--temporalwiki") for a in argv):
+        from experiments import taalm_real
+
+        return taalm_real.main(argv)
     ap = argparse.ArgumentParser(prog="cfka taalm", description=__doc__.splitlines()[0])
     ap.add_argument("--biography", default=None, metavar="PT_DIR",
                     help="meta-train φ for the Biography world of this finished `cfka pt` run and measure it in "

@@ -107,11 +107,15 @@ def make_step(theta: Theta, loss_fn: Callable, tx: optax.GradientTransformation)
     return jax.jit(step, donate_argnums=(0,))
 
 
-class _Trainer:
-    """One method's θ, step and batch stream (shared by both protocols)."""
+class Trainer:
+    """One method's θ, step and batch stream (shared by both protocols and ``runs/ckl_real``'s resumable runs).
 
-    def __init__(self, theta: Theta, method: Method, cfg: CKLConfig, total_updates: int):
-        self.theta, self.method, self.cfg = theta, method, cfg
+    ``put`` turns each numpy batch field into a device array (``jnp.asarray``; a mesh run places the rows over
+    the batch axes instead); ``state`` and ``key`` are what a resumable run checkpoints."""
+
+    def __init__(self, theta: Theta, method: Method, cfg: CKLConfig, total_updates: int, *,
+                 put: Callable = jnp.asarray):
+        self.theta, self.method, self.cfg, self.put = theta, method, cfg, put
         self.tx = method_tx(method, lr=cfg.lr, total_updates=total_updates, weight_decay=cfg.weight_decay,
                             recadam_reference_groups=cfg.recadam_reference_groups)
         self.step = make_step(theta, method_loss(method, cfg.rho_k), self.tx)
@@ -139,7 +143,7 @@ class _Trainer:
     def train_epoch(self, stream: Stream, review: Stream | None, epoch: int) -> float:
         losses = []
         for batch in self.batches(stream, review, epoch):
-            batch = {k: jnp.asarray(v) for k, v in batch.items()}
+            batch = {k: self.put(v) for k, v in batch.items()}
             batch = with_token_weights(self.method, batch, batch.pop("phi_weights"))
             if self.ref_nll is not None:
                 batch["ref_nll"] = self.ref_nll(batch)
@@ -172,7 +176,7 @@ def run_lama_ckl(theta: Theta, method: Method, stream: Stream, probes: dict[str,
     """
     if method.mix_review and review is None:
         raise ValueError(f"{method.name} needs review documents")
-    trainer = _Trainer(theta, method, cfg, cfg.epochs * updates_per_epoch(len(stream.docs), cfg))
+    trainer = Trainer(theta, method, cfg, cfg.epochs * updates_per_epoch(len(stream.docs), cfg))
     history = [{"epoch": 0, "train_loss": float("nan"), **trainer.score(probes)}]
     if on_point is not None:
         on_point(history[-1])
@@ -199,7 +203,7 @@ def run_temporalwiki(theta: Theta, method: Method, periods: list[Period], cfg: C
                      review: Stream | None = None) -> list[dict]:
     """TemporalWiki for one method (module docstring); one record per period with before/after NLL and acc."""
     per_period = max(cfg.epochs * updates_per_epoch(len(p.stream.docs), cfg) for p in periods)
-    trainer = _Trainer(theta, method, cfg, per_period)  # the optimiser (and RecAdam's schedule) restarts per period
+    trainer = Trainer(theta, method, cfg, per_period)  # the optimiser (and RecAdam's schedule) restarts per period
     out = []
     for p in periods:
         probes = {"changed": p.changed, "unchanged": p.unchanged}
