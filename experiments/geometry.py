@@ -7,6 +7,11 @@ Subcommands (each writes markdown + JSON tables and plots under ``--out``):
 * ``attribution``  §4.2: identification benchmark on the synthetic multi-class task (AUC, Recall@K) for the
                    forward-only presets, the exact per-example gradient product and DataInf.
 * ``energy``       §5: energy histogram and energy-threshold masking during SFT (τ ∈ {∞, 1.8, 1.5, 1.0}).
+* ``erosion``      §5.3, §6: a two-task world (old multiple choice, then a long-form task in the same or other
+                   markers): P(A..D), canonical rate, content accuracy, collision, energy masking, format
+                   isolation, the pre-finetuning erosion prediction.
+* ``crosslingual`` §4.3: retrieval of an item's translations in disjoint synthetic vocabularies, CH1 vs
+                   CH1 + CH2 vs the native baseline vs random.
 * ``transmission`` §7: readout transmission R over Biography CPT, resets, plasticity, and the
                    transmission-drop vs reset-gain rank correlation.
 
@@ -41,6 +46,10 @@ def _taus(text: str) -> tuple[float, ...]:
     return tuple(vals)
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(t) for t in text.split(",") if t.strip())
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cfka geometry", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -56,12 +65,24 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--pair-seed", dest="pair_seed", type=int, default=0)
         if name == "coldstart":
             s.add_argument("--lr", type=_POSITIVE, default=1e-4, help="AdamW learning rate of the warm-up")
+            s.add_argument("--start", choices=("random", "base"), default="random",
+                           help="warm up from the random initialisation (default) or the synthetic base model")
+            s.add_argument("--steps", type=_ints, help="checkpoint steps, e.g. 0,25,50,100,200 (default the scale's)")
         if name == "attribution":
             s.add_argument("--vocab", choices=("full", "total_unique"), default="total_unique")
         if name == "energy":
             s.add_argument("--taus", type=_taus, default=(math.inf, 1.8, 1.5, 1.0), help="e.g. inf,1.8,1.5,1.0")
             s.add_argument("--normalize", choices=("all", "kept"), default="all")
             s.add_argument("--lr", type=_POSITIVE, default=1e-3)
+    e = sub.add_parser("erosion", parents=[common], help="collision vs erosion, masking, format isolation")
+    e.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
+    e.add_argument("--taus", type=_taus, default=(1.8, 1.5, 1.0), help="masking thresholds, e.g. 1.8,1.5,1.0")
+    e.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the new task")
+    e.add_argument("--seeds", type=_ints, help="world/model seeds, e.g. 0,1,2 (default the scale's)")
+    c = sub.add_parser("crosslingual", parents=[common], help="cross-lingual retrieval, CH1 vs CH1 + CH2")
+    c.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
+    c.add_argument("--topk", type=int, default=16, help="prediction_topk of the topk_unique vocabulary")
+    c.add_argument("--seeds", type=_ints, help="world/model seeds, e.g. 0,1,2 (default the scale's)")
     t = sub.add_parser("transmission", parents=[common], help="readout transmission, resets, plasticity")
     t.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
     t.add_argument("--cache-dir", dest="cache_dir", default="runs/data-cache")
@@ -84,6 +105,10 @@ def configs(argv: list[str]):
         from experiments.geometry_attribution import AttributionConfig as cls
     elif command == "energy":
         from experiments.geometry_energy import EnergyConfig as cls
+    elif command == "erosion":
+        from experiments.geometry_erosion import ErosionConfig as cls
+    elif command == "crosslingual":
+        from experiments.geometry_crosslingual import CrosslingualConfig as cls
     else:
         from experiments.geometry_transmission import TransmissionConfig as cls
     known = {f.name for f in dataclasses.fields(cls)}
@@ -98,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         from experiments import geometry_attribution as mod
     elif command == "energy":
         from experiments import geometry_energy as mod
+    elif command == "erosion":
+        from experiments import geometry_erosion as mod
+    elif command == "crosslingual":
+        from experiments import geometry_crosslingual as mod
     else:
         from experiments import geometry_transmission as mod
     getattr(mod, f"run_{command}")(cfg)

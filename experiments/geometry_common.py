@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import pathlib
 
 import numpy as np
@@ -50,7 +51,7 @@ SCALES = {
                    update_samples=2, update_tokens=3, obs_samples=2, obs_tokens=3, max_pairs=20, sft_steps=2,
                    coldstart_steps=(0, 2), bio_preset="smoke", sft_task_steps=2),
     "small": Scale(TaskConfig(), ModelConfig(), pretrain_steps=600, update_samples=10, update_tokens=8,
-                   obs_samples=10, obs_tokens=8, max_pairs=512, sft_steps=200, coldstart_steps=(0, 10, 20, 50, 100),
+                   obs_samples=10, obs_tokens=8, max_pairs=512, sft_steps=200, coldstart_steps=(0, 25, 50, 100, 200),
                    bio_preset="small", sft_task_steps=40),
 }
 
@@ -85,8 +86,15 @@ def _clean(x):
 def write_json(out: pathlib.Path, name: str, obj) -> pathlib.Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.json"
-    path.write_text(json.dumps(_clean(obj), indent=1) + "\n")
+    _atomic_write(path, json.dumps(_clean(obj), indent=1) + "\n")
     return path
+
+
+def _atomic_write(path: pathlib.Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (no half-written results)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
@@ -101,7 +109,7 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
 def write_markdown(out: pathlib.Path, name: str, title: str, body: str) -> pathlib.Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.md"
-    path.write_text(f"# {title}\n\n{body}")
+    _atomic_write(path, f"# {title}\n\n{body}")
     return path
 
 

@@ -7,9 +7,11 @@ with ``Random(pair_seed)``; η = 1e-4. Writes ``onestep_pairs.json`` (every per-
 ``onestep.md`` (§8 comparisons for every CH2 variant, Hoyer, noise floor, App. B.2 block accuracy) and
 ``onestep_scatter.png`` (CH1 and CH1 + CH2 vs the actual change).
 
-coldstart (spec §8): AdamW warm-up (lr ``lr``, batch 1, clip 1) on benchmark-train examples disjoint from the
-validation update split; at each checkpoint step the onestep validation with η = 1e-5; comparisons A, B and C
-per checkpoint in ``coldstart.json`` / ``coldstart.md`` and ``coldstart_sign.png``.
+coldstart (spec §8): AdamW warm-up (lr ``lr``, batch 1, clip 1) on benchmark-train examples (the target
+distribution) disjoint from the validation update split; at each checkpoint step (``steps``, default the scale's
+0, 25, 50, 100, 200) the onestep validation with η = 1e-5; comparisons A, B and C per checkpoint in
+``coldstart.json`` / ``coldstart.md`` and ``coldstart_sign.png``. ``start='random'`` (the design: a cold model,
+the random initialisation of the port) or ``'base'`` (the synthetic base model fitted on the pretraining classes).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from cfka_jax.geometry import channels, onestep, validation
 from cfka_jax.geometry.net import Net
 from cfka_jax.geometry.stats import compare
+from cfka_jax.geometry.synthetic import make_task
 from experiments.geometry_common import (
     base_model,
     markdown_table,
@@ -51,7 +54,15 @@ class ColdstartConfig:
     eta: float = 1e-5
     lr: float = 1e-4
     pair_seed: int = 0
+    start: str = "random"
+    steps: tuple[int, ...] = ()
     out: str = "runs/geometry/coldstart"
+
+    def __post_init__(self):
+        if self.start not in ("random", "base"):
+            raise ValueError(f"start must be 'random' or 'base', got {self.start!r}")
+        if any(t < 0 for t in self.steps):
+            raise ValueError(f"steps must be >= 0, got {self.steps}")
 
 
 def response_tokens(tokens: np.ndarray, samples: int, per_sample: int, first_response: int,
@@ -144,7 +155,11 @@ def _warmup_step(model, lr):
 
 def run_coldstart(cfg: ColdstartConfig) -> dict:
     s = scale(cfg.scale)
-    task, model, _ = base_model(s, cfg.arch)
+    if cfg.start == "base":
+        task, model, _ = base_model(s, cfg.arch)
+    else:
+        task = make_task(s.task)
+        model = dataclasses.replace(s.model, arch=cfg.arch).build(s.task.vocab_size)
     net, _ = Net.split(model)
     upd, obs = _token_sets(task, s)
     step, state = _warmup_step(model, cfg.lr)
@@ -152,7 +167,7 @@ def run_coldstart(cfg: ColdstartConfig) -> dict:
     pool = np.asarray([i for i in range(len(task.train_tokens)) if i not in held])
     mask = jnp.ones((1, task.train_tokens.shape[1]), jnp.float32)
     rows, t = [], 0
-    for target in sorted(s.coldstart_steps):
+    for target in sorted(cfg.steps or s.coldstart_steps):
         while t < target:
             tokens = jnp.asarray(task.train_tokens[pool[t % len(pool)]][None])
             state, _ = step(state, {"tokens": tokens, "target_mask": mask})
@@ -165,6 +180,7 @@ def run_coldstart(cfg: ColdstartConfig) -> dict:
     table = [[r["step"], *(r[k]["sign_agreement"] for k in COMPARISONS[:3]),
               *(r[k]["pearson"] for k in COMPARISONS[:3])] for r in rows]
     body = markdown_table(["step", "sign A", "sign B", "sign C", "Pearson A", "Pearson B", "Pearson C"], table)
+    body += f"\nstart {cfg.start}, AdamW lr {cfg.lr:g} (batch 1), η = {cfg.eta:g}, arch {cfg.arch}.\n"
     write_markdown(out, "coldstart", "Cold-start sign agreement over warm-up steps", body)
     _coldstart_plot(out, rows)
     return result

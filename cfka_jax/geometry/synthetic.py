@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from cfka_jax.models.pythia import PythiaConfig, PythiaModel
-from cfka_jax.models.qwen import QwenConfig, QwenModel
+from cfka_jax.models import family
+from cfka_jax.models.family import ModelSize
 from cfka_jax.train.optim import OptimConfig, make_optimizer
 from cfka_jax.train.step import init_state, make_train_step
 
@@ -140,8 +140,9 @@ def make_task(cfg: TaskConfig) -> Task:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """The from-scratch model of the task: ``arch='qwen'`` (Qwen2, tied head as the small Qwen models) or
-    ``'pythia'`` (GPT-NeoX, untied ``embed_out``, parallel residual, rotary_pct 0.25)."""
+    """The from-scratch model of the task: ``arch`` names a registered family (``models/family.py``): ``'qwen'``
+    (Qwen2, tied head as the small Qwen models), ``'pythia'`` (GPT-NeoX, untied ``embed_out``, parallel residual,
+    rotary_pct 0.25) or ``'llama'`` (untied head)."""
 
     arch: str = "qwen"
     hidden: int = 32
@@ -152,20 +153,12 @@ class ModelConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.arch not in ("qwen", "pythia"):
-            raise ValueError(f"arch must be 'qwen' or 'pythia', got {self.arch!r}")
+        family.get(self.arch)  # raises on an unknown family, naming the registered ones
 
     def build(self, vocab_size: int) -> nnx.Module:
-        if self.arch == "pythia":
-            cfg = PythiaConfig(vocab_size=vocab_size, hidden_size=self.hidden, num_hidden_layers=self.layers,
-                               num_attention_heads=self.heads, intermediate_size=self.intermediate, rotary_pct=0.25,
-                               max_position_embeddings=64)
-            return PythiaModel(cfg, rngs=nnx.Rngs(self.seed))
-        cfg = QwenConfig(model_type="qwen2", vocab_size=vocab_size, hidden_size=self.hidden,
-                         intermediate_size=self.intermediate, num_hidden_layers=self.layers,
-                         num_attention_heads=self.heads, num_key_value_heads=self.kv_heads,
-                         tie_word_embeddings=True, max_position_embeddings=64)
-        return QwenModel(cfg, rngs=nnx.Rngs(self.seed))
+        fam = family.get(self.arch)
+        size = ModelSize(self.hidden, self.layers, self.heads, self.kv_heads, self.intermediate)
+        return fam.build(fam.from_size(size, vocab_size=vocab_size, max_position_embeddings=64), self.seed)
 
 
 def response_mask(cfg: TaskConfig, rows: int) -> np.ndarray:
@@ -180,6 +173,20 @@ def fit(model: nnx.Module, task: Task, *, steps: int, batch_size: int = 32, lr: 
     """Train ``model`` on a split (default the pretraining set; all targets, or the response tokens only) with AdamW
     (cosine schedule, no weight decay) and return it with the loss of every step; ``loss_fn`` replaces the
     engine's mean NLL. The parameters of ``model`` are donated to the train step: pass a copy to keep them."""
+    tokens = task.tokens(split)
+    mask = response_mask(task.config, len(tokens)) if response_only else np.ones(tokens.shape, np.float32)
+    return fit_arrays(model, tokens, mask, steps=steps, batch_size=batch_size, lr=lr, seed=seed, loss_fn=loss_fn)
+
+
+def fit_arrays(model: nnx.Module, tokens: np.ndarray, mask: np.ndarray, *, steps: int, batch_size: int = 32,
+               lr: float = 3e-3, seed: int = 0, loss_fn=None, callback=None, callback_steps=()
+               ) -> tuple[nnx.Module, list[float]]:
+    """:func:`fit` on token rows and their ``target_mask`` (keyed by target position): AdamW, cosine schedule
+    (10 % warm-up, to lr/10), no weight decay, batches drawn without replacement from ``Random(seed)``.
+
+    ``callback(params, step)`` runs before the first step when 0 is in ``callback_steps`` and after every step
+    listed there (the parameters are the state's; do not keep references across steps, they are donated).
+    """
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = make_optimizer(OptimConfig(peak_lr=lr, min_lr=lr / 10, warmup_steps=steps // 10,
                                     total_steps=max(steps, 1), weight_decay=0.0))
@@ -187,13 +194,16 @@ def fit(model: nnx.Module, task: Task, *, steps: int, batch_size: int = 32, lr: 
                                                                                           loss_fn=loss_fn)
     state = init_state(params, tx)
     rng = np.random.default_rng(seed)
-    tokens = task.tokens(split)
-    mask = response_mask(task.config, len(tokens)) if response_only else np.ones(tokens.shape, np.float32)
+    at = set(callback_steps)
+    if callback is not None and 0 in at:
+        callback(state.params, 0)
     losses = []
-    for _ in range(steps):
-        idx = rng.choice(len(tokens), size=batch_size, replace=False)
+    for t in range(1, steps + 1):
+        idx = rng.choice(len(tokens), size=min(batch_size, len(tokens)), replace=False)
         state, metrics = step(state, {"tokens": jnp.asarray(tokens[idx]), "target_mask": jnp.asarray(mask[idx])})
         losses.append(float(metrics["loss"]))
+        if callback is not None and t in at:
+            callback(state.params, t)
     return nnx.merge(graphdef, state.params, rest), losses
 
 

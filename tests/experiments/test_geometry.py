@@ -28,6 +28,16 @@ def test_subcommands_parse_into_frozen_configs(tmp_path):
     for bad in ("readout,paper_last4", "none,readout_only", "none,readout,top9"):
         with pytest.raises(ValueError):
             geometry.configs(["transmission", "--resets", bad])
+    _, cfg = geometry.configs(["coldstart", "--start", "base", "--steps", "0,25,200"])
+    assert cfg.start == "base" and cfg.steps == (0, 25, 200)
+    _, cfg = geometry.configs(["erosion", "--taus", "1.8,1.0", "--seeds", "3,4", "--lr", "3e-4"])
+    assert cfg.taus == (1.8, 1.0) and cfg.run_seeds == (3, 4) and cfg.lr == 3e-4
+    assert geometry.configs(["erosion", "--scale", "small"])[1].run_seeds == (0, 1, 2)
+    _, cfg = geometry.configs(["crosslingual", "--topk", "8"])
+    assert cfg.topk == 8 and cfg.out == "runs/geometry/crosslingual-smoke"
+    for bad in (["erosion", "--taus", "inf"], ["crosslingual", "--topk", "0"], ["coldstart", "--steps", "-1"]):
+        with pytest.raises(ValueError):
+            geometry.configs(bad)
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.scale = "small"
     with pytest.raises(SystemExit):
@@ -56,6 +66,9 @@ def test_checkpoint_fractions_resets_and_scales():
     ("coldstart", [], ["coldstart.json", "coldstart.md", "coldstart_sign.png"]),
     ("attribution", [], ["attribution.json", "attribution.md", "attribution_auc.png"]),
     ("energy", ["--taus", "inf,1.5"], ["energy.json", "energy.md", "energy_hist.json", "energy_histogram.png"]),
+    ("erosion", ["--taus", "1.5"], ["erosion.json", "erosion.md", "erosion_seed0.json", "erosion_curves.png",
+                                    "erosion_prediction.png"]),
+    ("crosslingual", [], ["crosslingual.json", "crosslingual.md", "crosslingual_recall.png"]),
 ])
 def test_smoke_runs_write_tables_and_plots(tmp_path, command, extra, files):
     out = tmp_path / command
@@ -67,6 +80,14 @@ def test_smoke_runs_write_tables_and_plots(tmp_path, command, extra, files):
         assert {"ch1", "ch1-ch2", "ch1-ch2-inputln", "exact", "datainf"} <= set(data["metrics"])
     if command == "energy":
         assert [r["tau"] for r in data["runs"]] == ["inf", 1.5] and data["runs"][0]["masked_fraction"] == 0.0
+    if command == "erosion":
+        assert list(data["variants"]) == ["plain", "tau=1.5", "isolated"]
+        assert data["variants"]["plain"]["masked_fraction_base"] == [0.0, 0.0]
+        mtime = (out / "erosion_seed0.json").stat().st_mtime_ns
+        assert geometry.main([command, "--scale", "smoke", "--out", str(out), *extra]) == 0  # resumes the seed
+        assert (out / "erosion_seed0.json").stat().st_mtime_ns == mtime
+    if command == "crosslingual":
+        assert {"ch1/topk_unique", "ch1-ch2-inputln/topk_unique", "random (100 draws)"} <= set(data["summary"])
 
 
 @pytest.mark.slow

@@ -1,0 +1,265 @@
+"""A two-task world for collision vs erosion and format isolation (spec §6), and the old task's behaviour metrics.
+
+**Old task (multiple choice, learned first).** Entity e of subject k has a fixed correct value ``f(e)`` (a content
+token) and a fixed answer letter ``ℓ(e)``; its question lists four distinct content tokens as choices A–D with
+``f(e)`` at ``ℓ(e)``. One item, in the canonical format (question marker Q, answer marker ANS):
+
+    [BOS, Q, subj_k, e, A, c_A, B, c_B, C, c_C, D, c_D, ANS, ℓ(e), EOS]                       (15 tokens)
+
+**New task (long form).** A question with ``input_len`` content tokens x and a long answer ``y_i = π(x_{σ(i)})``
+(``answer_len`` tokens, σ cycling over the inputs), in the *same* markers:
+
+    [BOS, Q, subj_k, e′, x_1 … x_n, ANS, y_1 … y_m, EOS]
+
+With ``input_len = 8`` the new task's ANS sits at position 12, as the old task's does, so the two tasks cannot be
+told apart by position. The **format-isolated** variant renders the same items with other markers (P for Q, R for ANS, spec §6.6).
+Subjects of the new task are drawn with unequal weights ``subject_weights`` (subject 0 most often), so the
+subjects differ in how much the new task's prompts resemble theirs — the variation across subjects that the
+pre-finetuning prediction of §6.5 is scored against.
+
+**Metrics** (spec §6.4, at the old task's answer position, i.e. the target right after ANS):
+
+* ``choice_mass`` = P(A)+P(B)+P(C)+P(D) (:func:`choice_mass`);
+* canonical-format rate: the greedy answer is exactly one letter followed by EOS (:func:`canonical`);
+* content accuracy: the argmax over the four letters is ``ℓ(e)`` (``choice_argmax_correct``).
+
+Collision, as in the conflict task of ``cfka geometry energy``: the old task's answer NLL change after the first
+update step; erosion: the drift of ``choice_mass`` and the canonical rate over the new task's training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from cfka_jax.shapes import Array, Bool, Float, Int
+
+PAD, BOS, EOS = 0, 1, 2
+Q, ANS, P_MARK, R_MARK = 3, 4, 5, 6
+LETTERS = (7, 8, 9, 10)
+FIRST_FREE = 11
+OLD_LEN = 15
+OLD_ANSWER_POS = 13  # target position of the letter (scored from the ANS position 12)
+
+
+@dataclasses.dataclass(frozen=True)
+class FormatWorldConfig:
+    """Sizes of the two-task world."""
+
+    subjects: int = 8
+    entities_per_subject: int = 24
+    content_tokens: int = 32
+    new_entities: int = 64
+    new_train: int = 1200
+    new_test: int = 200
+    input_len: int = 8
+    answer_len: int = 8
+    subject_weights: tuple[float, ...] = ()
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("subjects", "entities_per_subject", "content_tokens", "new_entities", "new_train", "new_test",
+                     "input_len", "answer_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.content_tokens < 4:
+            raise ValueError(f"content_tokens must be >= 4 (four distinct choices), got {self.content_tokens}")
+        if self.subject_weights and (len(self.subject_weights) != self.subjects
+                                     or min(self.subject_weights) < 0 or sum(self.subject_weights) <= 0):
+            raise ValueError(f"subject_weights must be {self.subjects} non-negative weights with a positive sum, "
+                             f"got {self.subject_weights}")
+
+    @property
+    def weights(self) -> np.ndarray:
+        """New-task subject probabilities (default linear, subject 0 most frequent, the last one never drawn)."""
+        w = np.asarray(self.subject_weights or np.arange(self.subjects, 0, -1) - 1.0, float)
+        return w / w.sum()
+
+    @property
+    def subject0(self) -> int:
+        return FIRST_FREE
+
+    @property
+    def entity0(self) -> int:
+        return FIRST_FREE + self.subjects
+
+    @property
+    def content0(self) -> int:
+        return self.entity0 + self.subjects * self.entities_per_subject + self.new_entities
+
+    @property
+    def vocab_size(self) -> int:
+        return self.content0 + self.content_tokens
+
+    @property
+    def new_len(self) -> int:
+        return 6 + self.input_len + self.answer_len
+
+
+@dataclasses.dataclass(frozen=True)
+class FormatWorld:
+    """Token arrays (int32 numpy) of the two tasks.
+
+    Attributes:
+      old: ``[n, 15]`` multiple-choice items (canonical markers), ``old_subject`` and ``old_letter`` their subject
+        and correct letter index (0..3). The old task is a memorised question bank: it is trained and evaluated on
+        the same items, so content accuracy measures what of the learned answers survives.
+      new_train, new_test: ``[n, new_len]`` long-form items with the canonical markers; ``new_*_subject``.
+      iso_train, iso_test: the same long-form items with the isolated markers P / R.
+    """
+
+    config: FormatWorldConfig
+    old: np.ndarray
+    old_subject: np.ndarray
+    old_letter: np.ndarray
+    new_train: np.ndarray
+    new_train_subject: np.ndarray
+    new_test: np.ndarray
+    new_test_subject: np.ndarray
+    iso_train: np.ndarray
+    iso_test: np.ndarray
+
+
+def _old_items(cfg: FormatWorldConfig, rng: np.random.Generator):
+    n = cfg.subjects * cfg.entities_per_subject
+    subject = np.repeat(np.arange(cfg.subjects), cfg.entities_per_subject)
+    value = rng.integers(0, cfg.content_tokens, size=n)
+    letter = rng.integers(0, 4, size=n)
+    choices = np.empty((n, 4), np.int64)
+    for i in range(n):
+        others = rng.choice(np.setdiff1d(np.arange(cfg.content_tokens), [value[i]]), size=3, replace=False)
+        choices[i] = np.insert(others, letter[i], value[i])
+    tokens = np.empty((n, OLD_LEN), np.int64)
+    tokens[:, 0], tokens[:, 1], tokens[:, 12], tokens[:, 14] = BOS, Q, ANS, EOS
+    tokens[:, 2] = cfg.subject0 + subject
+    tokens[:, 3] = cfg.entity0 + np.arange(n)
+    for j, lt in enumerate(LETTERS):
+        tokens[:, 4 + 2 * j] = lt
+        tokens[:, 5 + 2 * j] = cfg.content0 + choices[:, j]
+    tokens[:, 13] = np.asarray(LETTERS)[letter]
+    return tokens.astype(np.int32), subject.astype(np.int32), letter.astype(np.int32)
+
+
+def _new_items(cfg: FormatWorldConfig, rng: np.random.Generator, n: int, pi, sigma):
+    subject = rng.choice(cfg.subjects, size=n, p=cfg.weights)
+    entity = rng.integers(0, cfg.new_entities, size=n)
+    x = rng.integers(0, cfg.content_tokens, size=(n, cfg.input_len))
+    y = pi[x[:, sigma]]
+    c0 = cfg.content0
+    tokens = np.concatenate([np.full((n, 1), BOS), np.full((n, 1), Q), (cfg.subject0 + subject)[:, None],
+                             (cfg.entity0 + cfg.subjects * cfg.entities_per_subject + entity)[:, None], c0 + x,
+                             np.full((n, 1), ANS), c0 + y, np.full((n, 1), EOS)], axis=1).astype(np.int32)
+    return tokens, subject.astype(np.int32)
+
+
+def isolate(tokens: np.ndarray) -> np.ndarray:
+    """The same items with the isolated markers: Q → P, ANS → R (other tokens unchanged)."""
+    out = tokens.copy()
+    out[out == Q] = P_MARK
+    out[out == ANS] = R_MARK
+    return out
+
+
+def make_world(cfg: FormatWorldConfig) -> FormatWorld:
+    """The two tasks of ``cfg`` (deterministic in ``cfg.seed``)."""
+    rng = np.random.default_rng(cfg.seed)
+    old, subject, letter = _old_items(cfg, rng)
+    pi = rng.permutation(cfg.content_tokens)
+    sigma = np.arange(cfg.answer_len) % cfg.input_len
+    sigma = sigma[rng.permutation(cfg.answer_len)]
+    new_train, sub_train = _new_items(cfg, rng, cfg.new_train, pi, sigma)
+    new_test, sub_test = _new_items(cfg, rng, cfg.new_test, pi, sigma)
+    return FormatWorld(cfg, old, subject, letter, new_train, sub_train, new_test, sub_test, isolate(new_train), isolate(new_test))
+
+
+def response_mask(tokens: np.ndarray) -> np.ndarray:
+    """``target_mask`` (keyed by target position) of the tokens after the answer marker (ANS or R), EOS included."""
+    is_marker = (tokens == ANS) | (tokens == R_MARK)
+    after = np.cumsum(is_marker, axis=1) - is_marker > 0
+    return after.astype(np.float32)
+
+
+def choice_mass(logits_XV: Float[Array, "*X V"], letters=LETTERS) -> Float[Array, "*X"]:
+    """``P(A..D) = Σ_{c∈letters} softmax(logits)_c`` (fp32), spec §6.4 ``choice_mass``."""
+    p = jax.nn.softmax(logits_XV.astype(jnp.float32), axis=-1)
+    return jnp.sum(p[..., jnp.asarray(letters)], axis=-1)
+
+
+def letter_argmax(logits_XV: Float[Array, "*X V"], letters=LETTERS) -> Int[Array, "*X"]:
+    """Index (0..3) of the most likely of the four letters (likelihood accuracy over the options)."""
+    return jnp.argmax(logits_XV[..., jnp.asarray(letters)], axis=-1)
+
+
+def canonical(first_XV: Float[Array, "*X V"], second_XV: Float[Array, "*X V"], letters=LETTERS
+              ) -> Bool[Array, "*X"]:
+    """Greedy answer is exactly one letter: argmax of the first answer position is a letter and argmax of the next
+    position (after that letter) is EOS."""
+    first = jnp.argmax(first_XV, axis=-1)
+    return jnp.isin(first, jnp.asarray(letters)) & (jnp.argmax(second_XV, axis=-1) == EOS)
+
+
+def old_task_metrics(logits_fn, old_tokens: Int[Array, "B 15"], letters_B: Int[Array, " B"]) -> dict:
+    """Per-item ``choice_mass``, canonical flag, content hit and answer-letter NLL of the old task.
+
+    ``logits_fn(tokens) -> [B, S, V]``; two forwards: the prompt with the true letter (teacher forcing: P(A..D),
+    letter argmax, NLL), and the prompt followed by the greedy first token (canonical format).
+    """
+    logits = logits_fn(old_tokens)
+    at = logits[:, OLD_ANSWER_POS - 1]
+    lp = jax.nn.log_softmax(at.astype(jnp.float32), axis=-1)
+    nll = -jnp.take_along_axis(lp, old_tokens[:, OLD_ANSWER_POS][:, None], axis=-1)[:, 0]
+    greedy = old_tokens.at[:, OLD_ANSWER_POS].set(jnp.argmax(at, axis=-1).astype(old_tokens.dtype))
+    second = logits_fn(greedy)[:, OLD_ANSWER_POS]
+    return {"choice_mass": choice_mass(at), "canonical": canonical(at, second),
+            "content": letter_argmax(at) == letters_B, "nll": nll}
+
+
+def ifmass_force(logits_XV: Float[Array, "*X V"], letters=LETTERS) -> Float[Array, "*X V"]:
+    """Logit gradient of ``ifmass = log Σ_{c∈letters} p(c)``: ``q − π`` with q = π restricted to the letters and
+    renormalised (spec §6.5)."""
+    p = jax.nn.softmax(logits_XV.astype(jnp.float32), axis=-1)
+    on = jnp.zeros(p.shape[-1], bool).at[jnp.asarray(letters)].set(True)
+    q = jnp.where(on, p, 0.0)
+    return q / jnp.sum(q, axis=-1, keepdims=True) - p
+
+
+def prefix_counts(tokens: np.ndarray, rows: np.ndarray, pos: np.ndarray, vocab: int) -> np.ndarray:
+    """``[n, V]`` counts of the ids of ``tokens[rows[i], :pos[i]]`` (the prefix of each token, for ``kembd``)."""
+    out = np.zeros((len(rows), vocab), np.float32)
+    for i, (r, p) in enumerate(zip(rows, pos)):
+        np.add.at(out[i], tokens[r, :p], 1.0)
+    return out
+
+
+def erosion_prediction(params, update, obs_tokens: np.ndarray, *, net) -> dict[str, np.ndarray]:
+    """The pre-finetuning erosion score of every old-task item (spec §6.5, ``seq5``), ``{term: [n_obs]}``.
+
+    Update side: the tokens of ``update`` (a :class:`~cfka_jax.geometry.onestep.TokenSet`, e.g. every response
+    token of the new task's examples), each with ``g_u``, ``Wᵀg_u`` and its normalised attention inputs.
+    Observation side: each old item's prompt up to ANS with the objective ``ifmass`` (force ``q − π`` at the answer
+    position). Per pair ``ch1 = gg·hh_l``, ``ch2 = gwwg·(hh_oth + kembd)`` (``kembd`` = multiset overlap of the
+    update prefix with the prompt, an integer count added as is, pitfall 18), ``total = ch1 + ch2``; then the
+    **mean** over update tokens. Also ``ch2_no_kembd`` and the baselines ``h_dot`` / ``h_cos`` (dot product and
+    cosine of the final states).
+    """
+    from cfka_jax.geometry import channels, onestep
+    from cfka_jax.geometry.readout import readout_matrix, readout_projection
+
+    obs = onestep.TokenSet(jnp.asarray(obs_tokens), jnp.arange(len(obs_tokens), dtype=jnp.int32),
+                           jnp.full(len(obs_tokens), OLD_ANSWER_POS, jnp.int32))
+    feat = onestep.jitted(onestep.token_features, net)
+    fu, fo = feat(params, update), feat(params, obs)
+    logits = net.model(params)(obs.tokens).logits[:, OLD_ANSWER_POS - 1]
+    g_o = ifmass_force(logits)
+    fo = fo.replace(g=g_o, wtg=readout_projection(readout_matrix(params, net.cfg).astype(g_o.dtype), g_o))
+    vocab = net.cfg.vocab_size
+    ku = prefix_counts(np.asarray(update.tokens), np.asarray(update.rows), np.asarray(update.pos), vocab)
+    ko = prefix_counts(obs_tokens, np.arange(len(obs_tokens)), np.full(len(obs_tokens), OLD_ANSWER_POS), vocab)
+    terms = channels.seq5(fo, fu, jnp.asarray(ko @ ku.T))
+    hn_o = fo.h / jnp.linalg.norm(fo.h, axis=-1, keepdims=True)
+    hn_u = fu.h / jnp.linalg.norm(fu.h, axis=-1, keepdims=True)
+    terms = {**terms, "h_dot": channels.gram(fo.h, fu.h), "h_cos": channels.gram(hn_o, hn_u)}
+    return {k: np.asarray(jnp.mean(v, axis=1)) for k, v in terms.items()}
