@@ -90,8 +90,9 @@ def matmul_flops(cfg, batch: int, seq: int) -> float:
     """Forward matmul FLOPs for ``[batch, seq]`` tokens (2 per multiply-add)."""
     d, f, v, layers = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
     n, h = cfg.num_attention_heads, d // cfg.num_attention_heads
-    kv = getattr(cfg, "num_key_value_heads", n)
-    mlp_mats = 2 if hasattr(cfg, "rotary_pct") else 3  # GELU MLP vs SwiGLU
+    t = models.family.of(cfg).traits(cfg)
+    kv = t.kv_heads
+    mlp_mats = 2 if t.mlp == "two_layer" else 3  # GELU MLP vs SwiGLU
     per_token = layers * (d * (n + 2 * kv) * h + n * h * d + mlp_mats * d * f) + d * v
     attention = layers * 2 * n * h * seq  # scores + values, full square
     return 2.0 * batch * seq * (per_token + attention)

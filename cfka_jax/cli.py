@@ -105,6 +105,7 @@ def _switches(args: argparse.Namespace):
 def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
     from cfka_jax.data.tokenize import BPE_MIN_VOCAB
     from cfka_jax.runs.presets import BIOGRAPHY
+    from cfka_jax.runs.specs import ARCHS
     from cfka_jax.values import int_arg
 
     p.add_argument("--preset", default="smoke", choices=list(BIOGRAPHY),
@@ -112,7 +113,7 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
                         "paper (the reference scale, for accelerators), w600/w2400/w10k (world sizes between "
                         "small and paper, for accelerators)")
     p.add_argument("--out", default=default_out, help="run folder (config, metrics.jsonl, checkpoints, final.json)")
-    p.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
+    p.add_argument("--arch", default="qwen", choices=ARCHS, help="model family (models/family.py)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default="runs/data-cache", help="where generated worlds and packs are cached")
     p.add_argument("--no-progress", action="store_true")

@@ -1,7 +1,7 @@
 """Glue for the synthetic CKL benchmarks: θ0 pre-trained on a synthetic world's PT corpus, θ0's probe scores of
 the candidate facts, meta-training pairs, and φ/θ split for the meta-gradient.
 
-    model = build_lm(ModelSize(...), vocab_size=len(tok), arch="qwen")
+    model = build_lm(ModelSize(...), vocab_size=len(tok), arch="qwen")          # any registered family
     pretrain_texts(model, tok, world.pt_texts, PTConfig(...), out_dir)          # resumable (train/loop.py)
     scores = candidate_scores(model, tok, world.all_records())                    # uuid -> {descriptive, schematic}
     fns, phi_train, ops, phi = meta_setup(model, PhiConfig(...), theta_lora)     # φ from a copy of θ0
@@ -26,38 +26,17 @@ from cfka_jax.continual.taalm.phi import (PhiConfig, TrainAttention, build_phi, 
 from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.data.ckl_encode import encode
 from cfka_jax.eval.knowledge_probes import evaluate_probes, make_probe_scorer
-from cfka_jax.models.pythia import PythiaConfig, PythiaModel
-from cfka_jax.models.qwen import QwenConfig, QwenModel
+from cfka_jax.models import family
+from cfka_jax.models.family import ModelSize
 from cfka_jax.train.loop import LoopConfig, run_loop
 from cfka_jax.train.optim import OptimConfig, make_optimizer
 from cfka_jax.train.step import init_state, make_train_step, model_logits
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelSize:
-    """A from-scratch port's size (Qwen2 with tied embeddings, or Pythia)."""
-
-    hidden: int = 128
-    layers: int = 4
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate: int = 384
-    arch: str = "qwen"
-
-    def __post_init__(self):
-        if self.arch not in ("qwen", "pythia"):
-            raise ValueError(f"arch must be 'qwen' or 'pythia', got {self.arch!r}")
-
-
-def build_lm(size: ModelSize, vocab_size: int, seed: int = 0) -> nnx.Module:
-    if size.arch == "pythia":
-        cfg = PythiaConfig(vocab_size=vocab_size, hidden_size=size.hidden, num_hidden_layers=size.layers,
-                           num_attention_heads=size.heads, intermediate_size=size.intermediate, rotary_pct=0.25)
-        return PythiaModel(cfg, rngs=nnx.Rngs(seed))
-    cfg = QwenConfig(model_type="qwen2", vocab_size=vocab_size, hidden_size=size.hidden,
-                     intermediate_size=size.intermediate, num_hidden_layers=size.layers,
-                     num_attention_heads=size.heads, num_key_value_heads=size.kv_heads, tie_word_embeddings=True)
-    return QwenModel(cfg, rngs=nnx.Rngs(seed))
+def build_lm(size: ModelSize, vocab_size: int, seed: int = 0, arch: str = "qwen") -> nnx.Module:
+    """A from-scratch θ0 of family ``arch`` (``models/family.py``; Qwen2 with tied embeddings by default)."""
+    fam = family.get(arch)
+    return fam.build(fam.from_size(size, vocab_size=vocab_size), seed)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,8 @@ so a fresh adapter leaves the model unchanged. Training selects the adapters wit
 ``nnx.split(model, filter, ...)`` for a pure jitted step; the base kernels are then never touched.
 
 Freezing (§4.4): the input embedding plus blocks ``0 .. N-1``. With tied embeddings (Qwen2.5-0.5B) the frozen
-embedding is also the LM head; an untied head (Pythia ``embed_out``) stays trainable.
+embedding is also the LM head; an untied head (Pythia ``embed_out``) stays trainable. The default LoRA targets and
+the embedding's attribute come from the model's family (``models/family.py``: ``lora_targets``, ``embed``).
 
 Limitation: LoRA and freezing of the first N blocks need the looped form (``scan_layers=False``). In the scanned
 form the blocks are one module with parameters stacked on a leading L axis, so a block is not an attribute that
@@ -35,13 +36,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from cfka_jax.models import family
 from cfka_jax.shapes import Array, Float
-
-DEFAULT_TARGETS = {
-    "PythiaModel": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"),
-    "QwenModel": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
-}
-EMBEDDINGS = {"PythiaModel": "embed_in", "QwenModel": "embed_tokens"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +49,7 @@ class LoRAConfig:
         alpha: scale numerator; the update is multiplied by ``alpha / rank``.
         dropout: dropout rate on the adapter input (training mode only); 0 disables.
         target_modules: attribute names of the ``nnx.Linear`` layers to adapt; empty means the family default
-            (:data:`DEFAULT_TARGETS`).
+            (``Family.lora_targets``).
     """
 
     rank: int = 128
@@ -128,9 +124,7 @@ def apply_lora(model: nnx.Module, cfg: LoRAConfig, *, rngs: nnx.Rngs) -> nnx.Mod
     _check_looped(model, "LoRA")
     if _lora_layers(model):
         raise ValueError("model already has LoRA adapters")
-    targets = cfg.target_modules or DEFAULT_TARGETS.get(type(model).__name__, ())
-    if not targets:
-        raise ValueError(f"no target_modules given and no default for {type(model).__name__}")
+    targets = cfg.target_modules or family.of(model).lora_targets
     found, linear_names = set(), set()
     for _, module in list(nnx.iter_modules(model)):
         for name, child in list(vars(module).items()):
@@ -191,9 +185,7 @@ def frozen_filter(model: nnx.Module, *, num_frozen_blocks: int, freeze_embedding
         raise ValueError(f"num_frozen_blocks must be in [0, {num_layers}], got {num_frozen_blocks}")
     if num_frozen_blocks:
         _check_looped(model, "freezing the first blocks")
-    embed = EMBEDDINGS.get(type(model).__name__) if freeze_embeddings else None
-    if freeze_embeddings and embed is None:
-        raise ValueError(f"unknown embedding attribute for {type(model).__name__}")
+    embed = family.of(model).embed if freeze_embeddings else None
 
     def frozen(path: tuple, value: Any) -> bool:
         del value

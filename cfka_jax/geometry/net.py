@@ -4,12 +4,14 @@ Every geometry function is pure in ``params`` (the ``nnx.Param`` state of ``nnx.
 or the same tree as a plain nested dict): ``f(params, batch, *, net)``. ``net`` carries what does not change
 during a computation: the graph definition, the non-parameter state and the model config.
 
-Model facts the package relies on (spec §2 "Model facts", asserted by :func:`model_facts` from the config):
+Model facts the package relies on (spec §2 "Model facts", read by :func:`model_facts` from the config through the
+model-family registry, ``models/family.py``; any registered family works):
 
 * Pythia (GPT-NeoX): untied ``embed_out`` without bias; LayerNorm (γ, β), eps from the config (1e-5 for Pythia);
   parallel residual ``x + attn(ln1(x)) + mlp(ln2(x))``.
 * Qwen2/2.5/3 (small sizes): tied head (``logits = h @ embed_tokensᵀ``); RMSNorm (γ), eps 1e-6; sequential
   residual. Qwen3's ``q_norm``/``k_norm`` are internal, not streams.
+* Llama: as Qwen (RMSNorm, sequential residual), head tied only in the Llama-3.2 1B/3B shapes.
 
 Parameter roles (:func:`param_roles`), used by the gradient scopes of ``onestep``:
 
@@ -28,22 +30,19 @@ from typing import Any
 import jax
 from flax import nnx
 
-from cfka_jax.models.pythia import PythiaConfig
-from cfka_jax.models.qwen import QwenConfig
+from cfka_jax.models import family
 
-NAMES = {
-    QwenConfig: {"embed": "embed_tokens", "head": "lm_head", "final_norm": "norm", "family": "qwen"},
-    PythiaConfig: {"embed": "embed_in", "head": "embed_out", "final_norm": "final_layer_norm", "family": "pythia"},
-}
 ROLES = ("readout", "embedding", "tied", "kernel", "other")
 
 
 def names(cfg) -> dict[str, str]:
-    """Attribute names of the embedding, head and final norm of ``cfg``'s family."""
-    for cls, table in NAMES.items():
-        if isinstance(cfg, cls):
-            return table
-    raise ValueError(f"geometry supports the Qwen and Pythia ports, got config {type(cfg).__name__}")
+    """Attribute names of the embedding, head and final norm of ``cfg``'s family, and the family's name.
+
+    Raises:
+        ValueError: ``cfg`` is not the config of a registered family.
+    """
+    fam = family.of(cfg)
+    return {"embed": fam.embed, "head": fam.head, "final_norm": fam.final_norm, "family": fam.name}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -76,12 +75,9 @@ class Net:
 
 def model_facts(cfg) -> dict[str, Any]:
     """The spec's model facts read from a port config (§2): head tying, norm kind and eps, residual form."""
-    family = names(cfg)["family"]
-    if family == "pythia":
-        return {"family": family, "tied": cfg.tie_word_embeddings, "norm": "layernorm", "eps": cfg.layer_norm_eps,
-                "parallel_residual": cfg.use_parallel_residual, "head_bias": False}
-    return {"family": family, "tied": cfg.tie_word_embeddings, "norm": "rmsnorm", "eps": cfg.rms_norm_eps,
-            "parallel_residual": False, "head_bias": False}
+    t = family.of(cfg).traits(cfg)
+    return {"family": t.family, "tied": t.tied, "norm": t.norm, "eps": t.norm_eps,
+            "parallel_residual": t.parallel_residual, "head_bias": False}
 
 
 def leaf_path(keys) -> tuple:

@@ -20,7 +20,8 @@ import flax.struct
 import jax.numpy as jnp
 
 from cfka_jax.geometry.force import wide
-from cfka_jax.models import layers
+from cfka_jax.models import family, layers
+from cfka_jax.models.family import Traits
 from cfka_jax.shapes import Array, Float, Int
 
 
@@ -42,12 +43,12 @@ class Streams:
     norm_mlp: Float[Array, "B S L D"]
 
 
-def _block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext):
-    """One decoder block of either family, returning its output and its four streams."""
+def _block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, traits: Traits):
+    """One decoder block of any family, returning its output and its four streams (the attention's attribute
+    and the residual form from the family's traits)."""
     a_in = block.input_layernorm(x_BSD)
-    attn = block.self_attn if hasattr(block, "self_attn") else block.attention
-    a_out, _, _ = attn(a_in, ctx, None)
-    parallel = getattr(block, "parallel", False)
+    a_out, _, _ = getattr(block, traits.attn)(a_in, ctx, None)
+    parallel = traits.parallel_residual
     m_resid = x_BSD if parallel else x_BSD + a_out
     m_in = block.post_attention_layernorm(m_resid)
     m_out = block.mlp(m_in)
@@ -57,7 +58,7 @@ def _block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext):
 
 def forward_streams(model, tokens_BS: Int[Array, "B S"], *, attention_mask_BS: Int[Array, "B S"] | None = None,
                     positions_BS: Int[Array, "B S"] | None = None) -> Streams:
-    """Logits, h and the per-block streams of ``model`` (a looped Qwen or Pythia port) on ``tokens_BS``.
+    """Logits, h and the per-block streams of ``model`` (a looped port of a registered family) on ``tokens_BS``.
 
     ``attention_mask_BS`` (1 keep / 0 pad) and ``positions_BS`` have the model call's meaning.
     """
@@ -65,13 +66,13 @@ def forward_streams(model, tokens_BS: Int[Array, "B S"], *, attention_mask_BS: I
     if positions_BS is None:
         positions_BS = layers.default_positions(b, s, None)
     mask_BST, _, _ = layers.step_mask(b, s, attention_mask_BS, None)
-    rotary_dim, theta = model._rope()
-    cos, sin = layers.rope_cos_sin(positions_BS, layers.rope_inv_freq(rotary_dim, theta))
+    cos, sin = layers.rope_cos_sin(positions_BS, model.rope_frequencies())
     ctx = layers.StepContext(cos=cos, sin=sin, mask=mask_BST, write_index=None)
     x_BSD = model._embed()(tokens_BS)
     collected = []
+    traits = family.of(model).traits(model.cfg)
     for block in model.layers:
-        x_BSD, streams = _block(block, x_BSD, ctx)
+        x_BSD, streams = _block(block, x_BSD, ctx, traits)
         collected.append(streams)
     final_BSD = model._final_norm()(x_BSD)
     logits_BSV = wide(model._head(final_BSD))

@@ -11,8 +11,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from cfka_jax.models.pythia import PythiaConfig, PythiaModel
-from cfka_jax.models.qwen import QwenConfig, QwenModel
+from cfka_jax.models import family
+from cfka_jax.models.pythia import PythiaConfig
+from cfka_jax.models.qwen import QwenConfig
 
 
 def pythia_cfg() -> PythiaConfig:
@@ -30,8 +31,7 @@ def qwen_cfg(*, tied: bool = True, model_type: str = "qwen2") -> QwenConfig:
 
 def build(cfg, seed: int = 0) -> nnx.Module:
     """A random-init port of ``cfg`` (PRNG seed ``seed``)."""
-    cls = PythiaModel if isinstance(cfg, PythiaConfig) else QwenModel
-    return cls(cfg, rngs=nnx.Rngs(seed))
+    return family.of(cfg).build(cfg, seed)
 
 
 def random_tokens(key, vocab: int, rows: int, seq: int) -> jax.Array:

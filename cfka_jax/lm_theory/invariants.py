@@ -15,7 +15,7 @@ for every generator of the group (the matrix form for GL(n), one scalar per inde
 * ``vo`` (L, K, H, H): GL(H) per KV head, v → vG and the o_proj rows of every query head reading it → G⁻¹(·).
 * ``norm_attn`` / ``norm_mlp`` (L, D), ``norm_final`` (D,) (untied heads only): a norm's scale (and bias) on
   channel d against row d of every linear layer it feeds.
-* ``mlp`` (L, F): SwiGLU up_proj column f against down_proj row f; for ``hidden_act="relu"`` the first MLP layer's
+* ``mlp`` (L, F): SwiGLU up_proj column (and bias) f against down_proj row f; for ``hidden_act="relu"`` the first MLP layer's
   column (and bias) f against the second's row f (positive homogeneity). GELU/SiLU gates have no such symmetry.
 * Qwen3 (per-head RMSNorm on q and k): ``qk_norm`` (L, H/2) q_norm against k_norm scales per rotary plane, and
   ``q_head`` (L, N) / ``k_head`` (L, K) the squared norm of each head's projection alone (scale-invariant blocks:
@@ -36,6 +36,8 @@ from typing import Any, Callable, NamedTuple
 import jax.numpy as jnp
 from flax import nnx
 
+from cfka_jax.models import family
+from cfka_jax.models.family import Traits
 from cfka_jax.shapes import Array, Float
 
 Rates = Callable[[str], float] | None
@@ -108,8 +110,9 @@ class _Attn(NamedTuple):
     rows: list          # kernels fed by the attention norm, (D, ·) each, with rates
 
 
-def _qwen_attn(layer: _Layer, cfg) -> _Attn:
-    n, k, h = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_size
+def _separate_attn(layer: _Layer, cfg, t: Traits) -> _Attn:
+    """``self_attn.{q,k,v,o}_proj`` (Qwen, Llama)."""
+    n, k, h = cfg.num_attention_heads, t.kv_heads, t.head_dim
     parts = {}
     for name, heads in (("q", n), ("k", k), ("v", k)):
         w, eta = layer.get("self_attn", f"{name}_proj", "kernel")
@@ -122,8 +125,9 @@ def _qwen_attn(layer: _Layer, cfg) -> _Attn:
                  (o.reshape(n, h, -1), eta_o), rows)
 
 
-def _pythia_attn(layer: _Layer, cfg) -> _Attn:
-    n, h = cfg.num_attention_heads, cfg.head_dim
+def _fused_attn(layer: _Layer, cfg, t: Traits) -> _Attn:
+    """``attention.query_key_value`` blocked ``[Q | K | V]`` and ``attention.dense`` (Pythia)."""
+    n, h = cfg.num_attention_heads, t.head_dim
     w, eta = layer.get("attention", "query_key_value", "kernel")
     w3 = w.reshape(w.shape[0], 3, n, h)
     b3 = None
@@ -200,59 +204,60 @@ def _qk_norm(layer: _Layer, att: _Attn) -> dict[str, Invariant]:
             "k_head": Invariant(k_head, k_head)}
 
 
-def _mlp(layer: _Layer, cfg, pythia: bool) -> dict[str, Invariant]:
-    t = _Terms()
-    if pythia:
-        if cfg.hidden_act != "relu":
+def _mlp(layer: _Layer, t: Traits) -> dict[str, Invariant]:
+    terms = _Terms()
+    if t.mlp == "two_layer":
+        if t.hidden_act != "relu":
             return {}
-        t.add("a", _sq(layer.get("mlp", "dense_h_to_4h", "kernel"), "df,df->f")
-              + _sq(layer.get("mlp", "dense_h_to_4h", "bias"), "f,f->f"))
-        t.add("b", _sq(layer.get("mlp", "dense_4h_to_h", "kernel"), "fd,fd->f"))
+        terms.add("a", _sq(layer.get("mlp", "dense_h_to_4h", "kernel"), "df,df->f")
+                  + _sq(layer.get("mlp", "dense_h_to_4h", "bias"), "f,f->f"))
+        terms.add("b", _sq(layer.get("mlp", "dense_4h_to_h", "kernel"), "fd,fd->f"))
     else:
-        t.add("a", _sq(layer.get("mlp", "up_proj", "kernel"), "df,df->f"))
-        t.add("b", _sq(layer.get("mlp", "down_proj", "kernel"), "fd,fd->f"))
-    return {"mlp": t.done()}
+        terms.add("a", _sq(layer.get("mlp", "up_proj", "kernel"), "df,df->f"))
+        if t.mlp_bias:  # Llama's optional MLP biases: up_proj's scales with its column, down_proj's does not
+            terms.add("a", _sq(layer.get("mlp", "up_proj", "bias"), "f,f->f"))
+        terms.add("b", _sq(layer.get("mlp", "down_proj", "kernel"), "fd,fd->f"))
+    return {"mlp": terms.done()}
 
 
-def _norm(layer: _Layer, name: str, pythia: bool) -> list[tuple]:
-    return [layer.get(name, "scale")] + ([layer.get(name, "bias")] if pythia else [])
+def _norm(layer: _Layer, name: str, t: Traits) -> list[tuple]:
+    return [layer.get(name, "scale")] + ([layer.get(name, "bias")] if t.norm == "layernorm" else [])
 
 
-def _block(layer: _Layer, cfg, pythia: bool) -> dict[str, Invariant]:
-    att = _pythia_attn(layer, cfg) if pythia else _qwen_attn(layer, cfg)
-    kv_heads = cfg.num_key_value_heads
-    qk_norm = getattr(cfg, "qk_norm", False)
-    out = _qk_norm(layer, att) if qk_norm else _qk(att, kv_heads, cfg.rotary_dim if pythia else cfg.head_size)
+def _block(layer: _Layer, cfg, t: Traits) -> dict[str, Invariant]:
+    att = _fused_attn(layer, cfg, t) if t.qkv == "fused" else _separate_attn(layer, cfg, t)
+    kv_heads, qk_norm = t.kv_heads, t.qk_norm
+    out = _qk_norm(layer, att) if qk_norm else _qk(att, kv_heads, t.rotary_dim)
     out["vo"] = _vo(att, kv_heads)
-    out["norm_attn"] = _norm_vs_rows(_norm(layer, "input_layernorm", pythia), att.rows)
-    mlp_in = [layer.get("mlp", "dense_h_to_4h", "kernel")] if pythia else [
+    out["norm_attn"] = _norm_vs_rows(_norm(layer, "input_layernorm", t), att.rows)
+    mlp_in = [layer.get("mlp", "dense_h_to_4h", "kernel")] if t.mlp == "two_layer" else [
         layer.get("mlp", "gate_proj", "kernel"), layer.get("mlp", "up_proj", "kernel")]
-    out["norm_mlp"] = _norm_vs_rows(_norm(layer, "post_attention_layernorm", pythia), mlp_in)
-    out.update(_mlp(layer, cfg, pythia))
+    out["norm_mlp"] = _norm_vs_rows(_norm(layer, "post_attention_layernorm", t), mlp_in)
+    out.update(_mlp(layer, t))
     if cfg.attention_kind == "linear" and not qk_norm:
         out.update(_linear_extras(att, kv_heads))
     return out
 
 
 def port_invariants(params: Any, cfg, rates: Rates = None) -> dict[str, Invariant]:
-    """Every conserved family of a Qwen2/Qwen3/Pythia port (module docstring), stacked over layers.
+    """Every conserved family of a port (Qwen2/Qwen3/Pythia/Llama; module docstring), stacked over layers.
 
     Args:
       params: the port's parameters (``nnx.split(model, nnx.Param, ...)[1]`` or its pure dict).
-      cfg: the port's config (``QwenConfig`` or ``PythiaConfig``).
+      cfg: the port's config (of any registered family; its layout is read from ``Family.traits``).
       rates: per-leaf learning rates (None: all 1, which is also the weight-decay drift rate / (−2λ)).
 
     Returns:
       ``{family: Invariant(value, scale)}``; jit- and vmap-compatible in ``params``.
     """
-    tree, pythia = _tree(params), hasattr(cfg, "rotary_pct")
-    blocks = [_block(layer, cfg, pythia) for layer in _layers(tree, cfg, rates)]
+    fam = family.of(cfg)
+    tree, t = _tree(params), fam.traits(cfg)
+    blocks = [_block(layer, cfg, t) for layer in _layers(tree, cfg, rates)]
     out = {name: Invariant(*(jnp.stack([b[name][i] for b in blocks]) for i in range(2))) for name in blocks[0]}
     if not cfg.tie_word_embeddings:
         top = _Layer(tree, (), None, rates)
-        final = "final_layer_norm" if pythia else "norm"
-        head = top.get("embed_out" if pythia else "lm_head", "kernel")
-        out["norm_final"] = _norm_vs_rows(_norm(top, final, pythia), [head])
+        head = top.get(fam.head, "kernel")
+        out["norm_final"] = _norm_vs_rows(_norm(top, fam.final_norm, t), [head])
     return out
 
 

@@ -1,4 +1,4 @@
-"""Flax NNX ports of pretrained causal LMs (GPT-NeoX/Pythia, Qwen2/2.5, Qwen3) with strict HF conversion.
+"""Flax NNX ports of pretrained causal LMs (GPT-NeoX/Pythia, Qwen2/2.5, Qwen3, Llama) with strict HF conversion.
 
 Public API::
 
@@ -7,7 +7,8 @@ Public API::
     save_pretrained(model, "path/to/out")                               # loadable by transformers
     tok = load_tokenizer("path/to/hf_folder")
 
-Everything is read from local folders; nothing is downloaded.
+Everything is read from local folders; nothing is downloaded. Families are looked up in the registry
+(``models/family.py``) by the ``model_type`` of ``config.json`` and by the config class of a model.
 """
 
 from __future__ import annotations
@@ -17,41 +18,33 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from cfka_jax.models import hub, pythia, qwen
+from cfka_jax.models import family, hub, llama, pythia, qwen
+from cfka_jax.models.family import Family, ModelSize
+from cfka_jax.models.llama import LlamaConfig, LlamaModel
 from cfka_jax.models.outputs import KVCache, ModelOutput
 from cfka_jax.models.pythia import PythiaConfig, PythiaModel
 from cfka_jax.models.qwen import QwenConfig, QwenModel
 
 __all__ = [
+    "Family",
     "KVCache",
+    "LlamaConfig",
+    "LlamaModel",
     "ModelOutput",
+    "ModelSize",
     "PythiaConfig",
     "PythiaModel",
     "QwenConfig",
     "QwenModel",
     "config_from_hf",
+    "family",
     "from_pretrained",
     "load_tokenizer",
     "save_pretrained",
 ]
 
-Model = PythiaModel | QwenModel
-
-
-def config_from_hf(d: dict[str, Any], **overrides: Any) -> PythiaConfig | QwenConfig:
-    """Dispatch a ``config.json`` dict on ``model_type`` (gpt_neox, qwen2, qwen3).
-
-    Raises:
-        ValueError: ``d`` is not a dict, an unknown ``model_type``, or unsupported or ill-typed fields.
-    """
-    if not isinstance(d, dict):
-        raise ValueError(f"a model config must be a JSON object, got {type(d).__name__}")
-    model_type = d.get("model_type")
-    if model_type == "gpt_neox":
-        return PythiaConfig.from_hf_config(d, **overrides)
-    if model_type in ("qwen2", "qwen3"):
-        return QwenConfig.from_hf_config(d, **overrides)
-    raise ValueError(f"unsupported model_type {model_type!r}; expected gpt_neox, qwen2 or qwen3")
+Model = PythiaModel | QwenModel | LlamaModel
+config_from_hf = family.config_from_hf
 
 
 def from_pretrained(
@@ -83,18 +76,16 @@ def from_pretrained(
         cfg = config_from_hf(raw, dtype=dtype, scan_layers=scan_layers, remat=remat, attention_impl=attention_impl)
     except ValueError as e:
         raise ValueError(f"{os.path.join(os.fspath(path), hub.CONFIG_FILE)}: {e}") from None
-    family = pythia if isinstance(cfg, PythiaConfig) else qwen
     tensors = hub.read_tensors(path)
     try:
-        return family.load(cfg, tensors)
+        return family.of(cfg).load(cfg, tensors)
     except hub.ConversionError as e:
         raise hub.ConversionError(f"{os.fspath(path)}: {e}") from None
 
 
 def save_pretrained(model: Model, path: str | os.PathLike) -> None:
     """Write ``config.json`` and ``model.safetensors`` that ``transformers`` loads (``AutoModelForCausalLM``)."""
-    family = pythia if isinstance(model, PythiaModel) else qwen
-    hub.write_checkpoint(path, model.cfg.to_hf_config(), family.export(model))
+    hub.write_checkpoint(path, model.cfg.to_hf_config(), family.of(model).export(model))
 
 
 def load_tokenizer(path: str | os.PathLike):

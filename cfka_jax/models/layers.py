@@ -407,8 +407,9 @@ def forward_decoder(
     attention_kind: str = "softmax",
     attention_impl: str = "auto",
     attn_reduce: Callable | None = None,
+    inv_freq: Float[Array, " R2"] | None = None,
 ) -> ModelOutput:
-    """The decoder skeleton both families share: embed, blocks, final norm, LM head (logits in float32).
+    """The decoder skeleton every family shares: embed, blocks, final norm, LM head (logits in float32).
 
     ``attention_mask_BT`` marks the tokens of this call (they become keys T); with a cache, earlier keys keep
     the validity they were written with, or a ``[B, T_cache]`` mask may cover every slot (see :func:`step_mask`).
@@ -417,7 +418,8 @@ def forward_decoder(
     ``attention_kind`` selects softmax or the theory's causal linear attention (:func:`attention`);
     ``attention_impl`` the explicit or the fused softmax kernel (:func:`resolve_attention_impl`; calls that return
     attention maps always take the explicit path). ``attn_reduce(probs_BNST, mask_BST)`` (with ``return_attn``)
-    replaces each layer's map in ``attentions`` by its reduction, computed inside the layer.
+    replaces each layer's map in ``attentions`` by its reduction, computed inside the layer. ``inv_freq`` replaces
+    the RoPE inverse frequencies ``rope_inv_freq(rotary_dim, rope_theta)`` (scaled RoPE, e.g. Llama 3.1's).
     Default positions are ``arange(S)`` offset by ``cache.end_index``. A call that would write past the end of
     the cache gets NaN logits in the overflowing rows (XLA clamps the write, which would otherwise silently
     overwrite the last slots).
@@ -431,7 +433,7 @@ def forward_decoder(
         if cache is not None:
             raise ValueError("segment_ids (document masking) is for packed training/eval calls without a cache")
         mask_BST = mask_BST & (segment_ids_BS[:, :, None] == segment_ids_BS[:, None, :])
-    cos, sin = rope_cos_sin(positions_BS, rope_inv_freq(rotary_dim, rope_theta))
+    cos, sin = rope_cos_sin(positions_BS, rope_inv_freq(rotary_dim, rope_theta) if inv_freq is None else inv_freq)
     causal_only = cache is None and attention_mask_BT is None and segment_ids_BS is None
     ctx = StepContext(cos=cos, sin=sin, mask=mask_BST, write_index=write_index, return_probs=return_attn,
                       attention_kind=attention_kind, attention_impl=resolve_attention_impl(attention_impl),
@@ -454,11 +456,16 @@ def forward_decoder(
 
 
 class DecoderLM(nnx.Module):
-    """The call and cache interface both model families share.
+    """The call and cache interface every model family shares.
 
     Subclasses hold ``cfg`` and ``layers`` and define ``_embed()``, ``_final_norm()``, ``_head(x)``,
-    ``_rope() -> (rotary_dim, theta)`` and ``_kv_shape() -> (num_kv_heads, head_dim)``.
+    ``_rope() -> (rotary_dim, theta)`` and ``_kv_shape() -> (num_kv_heads, head_dim)``; a family with scaled RoPE
+    overrides :meth:`rope_frequencies`.
     """
+
+    def rope_frequencies(self) -> Float[Array, " R2"]:
+        """The RoPE inverse frequencies of every call (default ``rope_inv_freq(*self._rope())``)."""
+        return rope_inv_freq(*self._rope())
 
     def __call__(
         self,
@@ -493,6 +500,7 @@ class DecoderLM(nnx.Module):
             attention_kind=self.cfg.attention_kind,
             attention_impl=self.cfg.attention_impl,
             attn_reduce=attn_reduce,
+            inv_freq=self.rope_frequencies(),
         )
 
     def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:

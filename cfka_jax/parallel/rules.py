@@ -2,9 +2,11 @@
 
 Two declarative tables, so no model code carries sharding annotations (the idea of MaxText's logical axis rules):
 
-* :data:`PARAM_AXES`: key-path pattern → the logical name of each dimension of the parameter (HF-layout kernels
-  are stored ``[in, out]``; Pythia's per-head fused QKV keeps whole heads contiguous, so splitting its output
-  dimension over ``tensor`` keeps heads whole when the head count divides);
+* the parameter axes: key-path pattern → the logical name of each dimension of the parameter, one table per model
+  family (``Family.param_axes`` in ``models/family.py``, registered here by ``register_param_axes``, since this
+  layer sits below the models and knows no family; HF-layout kernels are stored ``[in, out]``; Pythia's per-head
+  fused QKV keeps whole heads contiguous, so splitting its output dimension over ``tensor`` keeps heads whole when
+  the head count divides);
 * :data:`LOGICAL_RULES`: logical name → mesh axis (or None = replicated).
 
 A pattern is searched (``re.search``) in the leaf's key path, so the same table places the parameters, the
@@ -23,17 +25,33 @@ import jax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-PARAM_AXES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
-    (r"\['(embed_tokens|embed_in)'\]\['embedding'\]", ("vocab", "embed")),
-    (r"\['embed_out'\]\['kernel'\]", ("embed", "vocab")),
-    (r"\['(q_proj|k_proj|v_proj|query_key_value)'\]\['kernel'\]", ("embed", "heads")),
-    (r"\['(q_proj|k_proj|v_proj|query_key_value)'\]\['bias'\]", ("heads",)),
-    (r"\['(o_proj|dense)'\]\['kernel'\]", ("heads", "embed")),
-    (r"\['(gate_proj|up_proj|dense_h_to_4h)'\]\['kernel'\]", ("embed", "mlp")),
-    (r"\['dense_h_to_4h'\]\['bias'\]", ("mlp",)),
-    (r"\['(down_proj|dense_4h_to_h)'\]\['kernel'\]", ("mlp", "embed")),
-)
-"""Key-path pattern → logical axis name per dimension (first match wins)."""
+AxesTable = tuple[tuple[str, tuple[str | None, ...]], ...]
+"""``(key-path regex, logical axis name per dimension)`` rows; the first row whose pattern matches wins."""
+
+_REGISTERED: dict[str, AxesTable] = {}
+
+
+def register_param_axes(name: str, table: AxesTable) -> None:
+    """Record a model family's parameter-axis rows (called by ``models/family.register``; this layer knows no
+    family itself)."""
+    for pattern, axes in table:
+        re.compile(pattern)
+        if not isinstance(axes, tuple):
+            raise ValueError(f"family {name!r}: logical axes of {pattern!r} must be a tuple, got {axes!r}")
+    _REGISTERED[name] = tuple(table)
+
+
+def param_axes() -> AxesTable:
+    """The rows of every registered family, in registration order (a family's patterns name its own parameter
+    paths; two families with the same HF names, Qwen and Llama, give them the same axes).
+
+    Raises:
+        ValueError: no family is registered (import ``cfka_jax.models`` first, or pass a table).
+    """
+    if not _REGISTERED:
+        raise ValueError("no model family has registered its parameter axes; import cfka_jax.models first")
+    return tuple(row for table in _REGISTERED.values() for row in table)
+
 
 LOGICAL_RULES: dict[str, str | tuple[str, ...] | None] = {
     "batch": ("data", "fsdp"),
@@ -46,9 +64,10 @@ LOGICAL_RULES: dict[str, str | tuple[str, ...] | None] = {
 ``mlp`` and ``vocab`` over ``tensor`` give Megatron-style tensor parallelism; the batch runs over data × fsdp."""
 
 
-def logical_axes(path: str, ndim: int) -> tuple[str | None, ...]:
-    """The logical axis names of a leaf at key path ``path`` (``jax.tree_util.keystr``) with ``ndim`` dims."""
-    for pattern, axes in PARAM_AXES:
+def logical_axes(path: str, ndim: int, table: AxesTable | None = None) -> tuple[str | None, ...]:
+    """The logical axis names of a leaf at key path ``path`` (``jax.tree_util.keystr``) with ``ndim`` dims, from
+    ``table`` (default: every registered family's, :func:`param_axes`)."""
+    for pattern, axes in param_axes() if table is None else table:
         if re.search(pattern, path) and ndim >= len(axes):
             return (None,) * (ndim - len(axes)) + axes
     return (None,) * ndim
@@ -75,13 +94,16 @@ def spec_for(shape: tuple[int, ...], axes: tuple[str | None, ...], mesh: jax.sha
     return P(*out)
 
 
-def tree_shardings(tree: Any, mesh: jax.sharding.Mesh, rules: dict = LOGICAL_RULES) -> Any:
-    """A pytree of ``NamedSharding`` like ``tree`` (params, optimiser state or a whole ``TrainState``)."""
+def tree_shardings(tree: Any, mesh: jax.sharding.Mesh, rules: dict = LOGICAL_RULES,
+                   table: AxesTable | None = None) -> Any:
+    """A pytree of ``NamedSharding`` like ``tree`` (params, optimiser state or a whole ``TrainState``); parameter
+    axes from ``table`` (default: every registered family's)."""
+    table = param_axes() if table is None else table
 
     def one(path, leaf):
         shape = getattr(leaf, "shape", ())
-        return NamedSharding(mesh, spec_for(tuple(shape), logical_axes(jax.tree_util.keystr(path), len(shape)),
-                                            mesh, rules))
+        axes = logical_axes(jax.tree_util.keystr(path), len(shape), table)
+        return NamedSharding(mesh, spec_for(tuple(shape), axes, mesh, rules))
 
     return jax.tree_util.tree_map_with_path(one, tree)
 

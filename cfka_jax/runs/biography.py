@@ -29,9 +29,8 @@ from cfka_jax.data.pipeline import DataBundle, build_data
 from cfka_jax.eval.em import em_prompts, exact_match_rate
 from cfka_jax.eval.fta import fta_evaluator
 from cfka_jax.eval.sets import combine
-from cfka_jax.models.pythia import PythiaConfig, PythiaModel
+from cfka_jax.models import family
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
-from cfka_jax.models.qwen import QwenConfig, QwenModel
 from cfka_jax.runs import methods
 from cfka_jax.runs.engine import RunResult, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
@@ -41,17 +40,12 @@ from cfka_jax.train.step import master_params
 
 
 def build_model(p: Preset, arch: str, vocab_size: int, seed: int, dtype: str = "float32") -> nnx.Module:
-    """A from-scratch Qwen2- or Pythia-architecture LM of the preset's size (init normal(0, 0.02))."""
-    dt, m = DTYPES[dtype] or jnp.float32, p.model
-    if arch == "pythia":
-        cfg = PythiaConfig(vocab_size=vocab_size, hidden_size=m.hidden, num_hidden_layers=m.layers,
-                           num_attention_heads=m.heads, intermediate_size=m.intermediate, rotary_pct=0.25,
-                           max_position_embeddings=2048, dtype=dt)
-        return PythiaModel(cfg, rngs=nnx.Rngs(seed))
-    cfg = QwenConfig(model_type="qwen2", vocab_size=vocab_size, hidden_size=m.hidden, intermediate_size=m.intermediate,
-                     num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
-                     tie_word_embeddings=True, max_position_embeddings=2048, dtype=dt)
-    return QwenModel(cfg, rngs=nnx.Rngs(seed))
+    """A from-scratch LM of family ``arch`` (``models/family.py``: Qwen2 with a tied head, Pythia, Llama) of the
+    preset's size (init normal(0, 0.02))."""
+    fam = family.get(arch)
+    cfg = fam.from_size(p.model, vocab_size=vocab_size, max_position_embeddings=2048,
+                        dtype=DTYPES[dtype] or jnp.float32)
+    return fam.build(cfg, seed)
 
 
 def _mesh(text: str | None):

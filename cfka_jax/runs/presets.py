@@ -4,7 +4,8 @@ A :class:`Preset` holds what a scale fixes and nothing a run chooses (method, α
 
 * ``pt`` / ``cpt``: the :class:`Schedule` of each training phase (``pt`` is None for studies that start from a
   pretrained model: KnowEdit, bring-your-own corpus);
-* ``model``: the :class:`ModelSize` of a from-scratch model (Biography), None for a pretrained one;
+* ``model``: the :class:`~cfka_jax.models.family.ModelSize` of a from-scratch model (Biography), None for a
+  pretrained one;
 * ``data`` / ``people`` / ``seq_len`` / ``bpe_vocab`` / ``name_pool``: the Biography data preset and its overrides
   (``seq_len`` is the chunk length of every study; ``bpe_vocab`` trains a BPE tokenizer of that size instead of the
   word-level one; ``name_pool`` cuts the name pools so name parts are shared, ``BiographyConfig.name_pool``);
@@ -21,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from cfka_jax.models.family import ModelSize  # noqa: F401 (re-exported: the one size type)
 from cfka_jax.train.loop import LoopConfig
 from cfka_jax.train.optim import OptimConfig
 
@@ -62,21 +64,6 @@ class Schedule:
     def loop(self, *, progress: bool = True) -> LoopConfig:
         return LoopConfig(steps=self.steps, log_every=max(1, min(10, self.steps)), eval_every=self.eval_every,
                           ckpt_every=self.ckpt_every, progress=progress)
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelSize:
-    """A from-scratch decoder's sizes (Qwen2 or Pythia architecture)."""
-
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-
-    def __post_init__(self):
-        _check_ints(self, ("hidden", "layers", "heads", "kv_heads", "intermediate"),
-                    {"hidden": 1, "layers": 1, "heads": 1, "kv_heads": 1, "intermediate": 1})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,13 +14,14 @@ import pathlib
 import jax.numpy as jnp
 
 from cfka_jax.data.tokenize import BPE_MIN_VOCAB
+from cfka_jax.models import family
 from cfka_jax.parallel.mesh import parse_mesh
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup, override
 from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches
 
 METHODS = ("naive", "ewc", "replay-all", "replay-half", *GENERATIVE)
 UPDATES = ("full", "freeze", "lora")
-ARCHS = ("qwen", "pythia")
+ARCHS = family.names()  # the registered model families (models/family.py): llama, pythia, qwen
 DTYPES = {"float32": None, "bfloat16": jnp.bfloat16}
 """bfloat16: float32 master weights, bf16 forward/backward, float32 loss (``train/step.py``)."""
 

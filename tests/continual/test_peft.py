@@ -11,7 +11,7 @@ import optax
 import pytest
 
 from cfka_jax.continual import peft
-from cfka_jax.models import PythiaConfig, PythiaModel, QwenConfig, QwenModel, pythia, qwen
+from cfka_jax.models import PythiaConfig, PythiaModel, QwenConfig, QwenModel, family, pythia, qwen
 from tests.models.parity import forward
 from tests.tolerances import F32
 
@@ -57,7 +57,7 @@ def test_lora_with_zero_b_equals_the_base_model(cfg):
     adapted = _lora(cfg)  # default targets: every block linear
     names = {type(m).__name__ for _, m in nnx.iter_modules(adapted)}
     assert "LoRALinear" in names
-    assert len(peft._lora_layers(adapted)) == cfg.num_hidden_layers * len(peft.DEFAULT_TARGETS[type(adapted).__name__])
+    assert len(peft._lora_layers(adapted)) == cfg.num_hidden_layers * len(family.of(adapted).lora_targets)
     # x @ A @ 0 adds exact zeros; XLA may still fuse the adds differently, hence the op tolerance, not equality
     np.testing.assert_allclose(np.asarray(forward(adapted, TOKENS).logits), np.asarray(base), rtol=0,
                                atol=F32.op_atol)

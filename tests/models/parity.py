@@ -181,7 +181,7 @@ class Case:
 
 
 class ParitySuite:
-    """Tests shared by both families; a subclass in each family's test file supplies the ``case`` fixture.
+    """Tests shared by every family; a subclass in each family's test file supplies the ``case`` fixture.
 
     The two slowest checks (scanned form, chunked cache) run on the cases named in ``SCAN_CASES`` and
     ``CHUNK_CASES`` only, to keep the suite near two minutes on two cores; every case is still decoded greedily
@@ -272,11 +272,9 @@ class ParitySuite:
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
     def test_malformed_checkpoint_lists_every_problem(self, case):
-        from cfka_jax.models import hub
+        from cfka_jax.models import family, hub
 
-        from cfka_jax.models import PythiaModel, pythia, qwen
-
-        load = pythia.load if isinstance(case.model, PythiaModel) else qwen.load
+        load = family.of(case.model).load
         tensors = hub.read_tensors(case.path)
         missing = sorted(k for k in tensors if ".1." in k)[0]
         wrong = sorted(k for k in tensors if ".0." in k and k.endswith("weight"))[-1]

@@ -28,11 +28,10 @@ import jax
 import jax.numpy as jnp
 
 from cfka_jax.continual.peft import LoRAConfig, LoRALinear, apply_lora
-from cfka_jax.models import layers
+from cfka_jax.models import family, layers
 from cfka_jax.shapes import Array, Float, Int
 
 HEAD_INITS = ("torch_uniform", "normal_0.001")
-_LM_HEADS = ("lm_head", "embed_out")  # untied Qwen / Pythia heads; φ drops them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +69,8 @@ class TrainAttention(nnx.Module):
 
     def __init__(self, body: layers.DecoderLM, *, head_init: str = "torch_uniform", bias_init: float = 4.0,
                  rngs: nnx.Rngs):
-        for name in _LM_HEADS:
-            if hasattr(body, name):
-                delattr(body, name)
+        if not body.cfg.tie_word_embeddings:  # the untied LM head is dropped (a tied one is the embedding φ keeps)
+            delattr(body, family.of(body).head)
         self.body = body
         d = body.cfg.hidden_size
         self.score = nnx.Linear(d, 1, use_bias=True, kernel_init=_head_kernel_init(head_init, d),
@@ -90,7 +88,7 @@ class TrainAttention(nnx.Module):
             head=lambda h: self.score(h.astype(self.score.kernel[...].dtype)), rotary_dim=rotary_dim,
             rope_theta=theta, scan=body.cfg.scan_layers, remat=body.cfg.remat, positions_BS=positions_BS,
             attention_mask_BT=attention_mask_BT, cache=None, return_hidden=False, return_attn=False,
-            segment_ids_BS=segment_ids_BS)
+            segment_ids_BS=segment_ids_BS, inv_freq=body.rope_frequencies())
         return jax.nn.sigmoid(out.logits[..., 0])
 
 

@@ -35,13 +35,10 @@ PHI_JSON = "phi.json"
 
 
 def _body(hf_config: dict):
-    from cfka_jax.models import config_from_hf
-    from cfka_jax.models.pythia import PythiaConfig, PythiaModel
-    from cfka_jax.models.qwen import QwenModel
+    from cfka_jax.models import family
 
-    cfg = config_from_hf(hf_config)
-    family = PythiaModel if isinstance(cfg, PythiaConfig) else QwenModel
-    return family(cfg, rngs=nnx.Rngs(0))
+    cfg = family.config_from_hf(hf_config)
+    return family.of(cfg).build(cfg, seed=0)
 
 
 def save_phi(folder: str | os.PathLike, phi: TrainAttention, cfg: PhiConfig, *, step: int, extra: dict | None = None

@@ -1,0 +1,57 @@
+"""The model-family registry: lookups by name, HF model_type and config; from_size; traits; strict errors."""
+
+import dataclasses
+
+import pytest
+
+from cfka_jax.models import LlamaModel, ModelSize, PythiaModel, QwenModel, family
+from cfka_jax.parallel import rules
+
+SIZE = ModelSize(hidden=24, layers=2, heads=4, kv_heads=2, intermediate=29)
+
+
+def test_every_model_type_and_name_resolves():
+    assert set(family.names()) == {"llama", "pythia", "qwen"}
+    assert {t: family.for_model_type(t).name for t in family.model_types()} == {
+        "gpt_neox": "pythia", "qwen2": "qwen", "qwen3": "qwen", "llama": "llama"}
+    with pytest.raises(ValueError, match="unsupported model_type 'mamba'; expected one of"):
+        family.for_model_type("mamba")
+    with pytest.raises(ValueError, match="unknown model family 'gpt2'"):
+        family.get("gpt2")
+    with pytest.raises(ValueError, match="no registered model family has config class dict"):
+        family.of({})
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        family.config_from_hf([])
+
+
+@pytest.mark.parametrize("name, cls, tied", [("pythia", PythiaModel, False), ("qwen", QwenModel, True),
+                                             ("llama", LlamaModel, False)])
+def test_from_size_builds_each_family(name, cls, tied):
+    fam = family.get(name)
+    cfg = fam.from_size(SIZE, vocab_size=31, max_position_embeddings=64)
+    model = fam.build(cfg, seed=0)
+    assert isinstance(model, cls) and family.of(model) is fam and family.of(cfg) is fam
+    t = fam.traits(cfg)
+    assert (t.family, t.tied, cfg.vocab_size, cfg.num_hidden_layers) == (name, tied, 31, 2)
+    assert t.kv_heads == (4 if name == "pythia" else 2)  # GPT-NeoX has no GQA
+    assert hasattr(model, fam.embed) and hasattr(model, fam.final_norm) and hasattr(model, fam.head) != tied
+    block = model.layers[0]
+    assert hasattr(block, t.attn)
+    assert all(any(name in str(p) for p in _paths(block)) for name in fam.lora_targets)
+
+
+def _paths(module):
+    import flax.nnx as nnx
+
+    return [path for path, _ in nnx.iter_graph(module)]
+
+
+def test_registration_refuses_a_clash_and_axes_are_registered():
+    qwen = family.get("qwen")
+    with pytest.raises(ValueError, match="model_type 'qwen2'"):
+        family.register(dataclasses.replace(qwen, name="qwen-copy", config_cls=dict))
+    rows = rules.param_axes()
+    for fam in family.families():
+        assert set(fam.param_axes) <= set(rows)
+    with pytest.raises(ValueError, match="kv_heads must be an integer >= 1"):
+        ModelSize(8, 1, 2, 0, 8)
