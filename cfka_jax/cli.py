@@ -7,6 +7,8 @@
     cfka stoc-table --preset P --out DIR     STOC / LAMOL / Random replay table (experiments/stoc_table.py)
     cfka knowedit --data test.json --model HF_FOLDER --out DIR       KnowEdit CPT (experiments/knowedit.py)
     cfka corpus-cpt --data FILES --model HF_FOLDER --out DIR         your corpus + STOC (experiments/corpus_cpt.py)
+    cfka stream --preset P --stages 3 --method M --out DIR           a task stream (experiments/stream.py)
+    cfka report RUN_DIR... [--out DIR]        compare run folders (experiments/report.py)
 
 This is the top floor: the only module of the package that imports ``experiments`` or ``proofs_check``. Each
 subcommand is an entry point, so it may set JAX configuration (``proofs`` enables float64). A user error (a bad
@@ -57,6 +59,9 @@ PASSTHROUGH = {
     "di-attention": ("experiments.di_attention", "main",
                      "Diversity Index vs the attention of trained ports (softmax or linear), seed ensembles"),
     "invariants": ("experiments.invariants", "main", "conserved quantities of a port over a run's checkpoints"),
+    "stream": ("experiments.stream", "cli",
+               "a continual task stream (PT + T CPT stages): accuracy matrix, BWT/FWT/forgetting/FUAR, heat map"),
+    "report": ("experiments.report", "cli", "gather run folders into one markdown table and overlaid plots"),
 }
 """Subcommands whose experiment script owns its argument parser: name → (module, entry, help)."""
 
@@ -132,7 +137,8 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
 
 def _add_cpt_args(c: argparse.ArgumentParser) -> None:
     c.add_argument("--method", default="naive",
-                   choices=["naive", "ewc", "replay-all", "replay-half", "stoc", "random", "lamol"])
+                   choices=["naive", "ewc", "replay-all", "replay-half", "stoc", "random", "lamol", "first_k",
+                            "random_no_eos", "random_vocab"])
     c.add_argument("--update", default="full", choices=["full", "freeze", "lora"])
     c.add_argument("--alpha", type=float, default=0.5, help="new-data fraction for replay, in (0, 1)")
     c.add_argument("--ewc-lambda", type=float, default=1e3, help="EWC strength λ >= 0")

@@ -6,7 +6,10 @@ All three kinds share one pipeline; only the prompts differ:
    attention (``continual/stoc.py``: token score s_j, ``token_argmax`` or ``window_sum`` rule, ``top_k`` spans);
    ``random`` — the same number of spans of the same length at uniformly random positions; ``lamol`` — the EOS
    token alone (unconditional samples, the analogue of LAMOL's [GEN] token), ``top_k`` prompts per source
-   document so the candidate count matches STOC's.
+   document so the candidate count matches STOC's. Controls that separate attention from position (issue #23),
+   same count and length: ``first_k`` — the first ``top_k`` spans of each source ([0, span), [span, 2·span), …:
+   what ÷ (j + 1) picks when attention plays no part); ``random_no_eos`` — ``random`` without spans holding EOS;
+   ``random_vocab`` — spans of token ids drawn uniformly from the vocabulary without special tokens.
 2. sampling: ``num_samples`` continuations per prompt from the pre-CPT model (KV-cached, ``models/generate.py``):
    temperature 1.0 over the full vocabulary (``sampler_top_k = 20`` gives original LAMOL's top-k sampler),
    repetition penalty 1.05 in vLLM semantics, ``max_new_tokens``; the synthetic reference samples through EOS
@@ -41,13 +44,15 @@ from cfka_jax.continual.stoc import (
     SCORE_NORMS,
     SNIPPET_RULES,
     attention_scores,
+    first_spans,
     random_spans,
     select_spans,
+    vocab_spans,
 )
 from cfka_jax.eval.batches import right_pad, row_blocks
 from cfka_jax.models.generate import SamplerConfig, generate
 
-KINDS = ("stoc", "random", "lamol")
+KINDS = ("stoc", "random", "lamol", "first_k", "random_no_eos", "random_vocab")
 BUDGETS = ("tokens", "all")
 
 
@@ -164,18 +169,39 @@ class ReplayCorpus:
         return [self.candidates[i] for i in self.chosen]
 
 
-def make_prompts(model, docs: list[np.ndarray], cfg: ReplayConfig, eos_id: int) -> list[Prompt]:
-    """The prompts of ``cfg.kind`` for the source documents ``docs`` (already cut to ``num_source_seqs``)."""
+def make_prompts(model, docs: list[np.ndarray], cfg: ReplayConfig, eos_id: int,
+                 vocab_ids: np.ndarray | None = None) -> list[Prompt]:
+    """The prompts of ``cfg.kind`` for the source documents ``docs`` (already cut to ``num_source_seqs``);
+    ``vocab_ids``: the token ids ``random_vocab`` draws from (required for it; source −1, span [0, span_len)).
+
+    Raises:
+      ValueError: ``random_vocab`` without ``vocab_ids``.
+    """
     if cfg.kind == "lamol":
         return [Prompt(-1, 0, 1, (int(eos_id),))] * (len(docs) * cfg.top_k)
-    if cfg.kind == "random":
-        rng = np.random.default_rng([cfg.seed, 1])
-        spans = [random_spans(rng, len(d), span_len=cfg.span_len, top_k=cfg.top_k) for d in docs]
+    rng = np.random.default_rng([cfg.seed, 1])
+    if cfg.kind == "random_vocab":
+        if vocab_ids is None:
+            raise ValueError("replay kind 'random_vocab' needs vocab_ids (the tokenizer's non-special ids)")
+        return [Prompt(-1, 0, cfg.span_len, ids) for _ in docs
+                for ids in vocab_spans(rng, np.asarray(vocab_ids), span_len=cfg.span_len, top_k=cfg.top_k)]
+    if cfg.kind in ("random", "random_no_eos"):
+        avoid = int(eos_id) if cfg.kind == "random_no_eos" else None
+        spans = [random_spans(rng, len(d), span_len=cfg.span_len, top_k=cfg.top_k, doc=d, avoid=avoid)
+                 for d in docs]
+    elif cfg.kind == "first_k":
+        spans = [first_spans(len(d), span_len=cfg.span_len, top_k=cfg.top_k) for d in docs]
     else:
         scores = attention_scores(model, docs, norm=cfg.score_norm)
         spans = [select_spans(s, rule=cfg.snippet_rule, span_len=cfg.span_len, top_k=cfg.top_k,
                               include_last_window=cfg.include_last_window) for s in scores]
     return [Prompt(i, a, b, tuple(int(t) for t in docs[i][a:b])) for i, sp in enumerate(spans) for a, b in sp]
+
+
+def _vocab_ids(tokenizer) -> np.ndarray:
+    """The tokenizer's ids without its special tokens (what ``random_vocab`` prompts are drawn from)."""
+    special = set(int(i) for i in tokenizer.all_special_ids)
+    return np.asarray([i for i in range(len(tokenizer)) if i not in special], np.int64)
 
 
 def sample_candidates(model, prompts: list[Prompt], cfg: ReplayConfig, eos_id: int) -> tuple[list[np.ndarray], int]:
@@ -232,7 +258,7 @@ def build_replay(model, source_docs: list[np.ndarray], tokenizer, cfg: ReplayCon
         raise ValueError("build_replay needs at least one source document")
     eos_id = int(tokenizer.eos_token_id)
     t0 = time.perf_counter()
-    prompts = make_prompts(model, docs, cfg, eos_id)
+    prompts = make_prompts(model, docs, cfg, eos_id, vocab_ids=_vocab_ids(tokenizer))
     t1 = time.perf_counter()
     candidates, generated = sample_candidates(model, prompts, cfg, eos_id)
     t2 = time.perf_counter()

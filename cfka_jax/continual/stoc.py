@@ -23,6 +23,11 @@ Snippet rules, all returning ``(start, end)`` spans into the sequence:
   the starts [j*, j* + span) are masked, so windows starting to the left may overlap.
 * ``random_spans`` (the Random baseline, decision #24): ``top_k`` distinct starts drawn uniformly from
   [0, L − span] (the whole sequence when L ≤ span): same count and length as STOC, positions by chance.
+  ``avoid`` (a token id, EOS) keeps only starts whose span does not hold it, so no prompt is LAMOL's EOS prompt.
+* ``first_spans`` (the position-only control of ÷ (j + 1)): the spans [i·span, (i + 1)·span), i < ``top_k``,
+  i.e. the first top_k × span tokens of each source cut into STOC's span length (complete spans only).
+* ``vocab_spans`` (Random made of the vocabulary): ``top_k`` prompts of ``span`` token ids drawn uniformly from
+  ``allowed`` (the tokenizer's ids without special tokens): no position, no source text at all.
 
 The scores are one jitted pure function of the model state (:func:`attention_scores`); span selection is a few
 numpy operations per sequence.
@@ -148,12 +153,39 @@ def window_sum_spans(scores: np.ndarray, *, span_len: int, top_k: int,
     return spans
 
 
-def random_spans(rng: np.random.Generator, length: int, *, span_len: int, top_k: int) -> list[tuple[int, int]]:
-    """``top_k`` distinct uniformly random complete spans (the whole sequence when it is not longer than a span)."""
+def random_spans(rng: np.random.Generator, length: int, *, span_len: int, top_k: int,
+                 doc: np.ndarray | None = None, avoid: int | None = None) -> list[tuple[int, int]]:
+    """``top_k`` distinct uniformly random complete spans (the whole sequence when it is not longer than a span).
+
+    With ``doc`` and ``avoid``: only starts whose span ``doc[j:j + span_len]`` holds no ``avoid`` token (a document
+    shorter than a span gives its ``avoid``-free prefix, or nothing)."""
+    if avoid is not None and doc is not None:
+        bad = np.asarray(doc) == avoid
+        if length <= span_len:
+            end = int(np.argmax(bad)) if bad.any() else length
+            return [(0, end)] if end else []
+        window_bad = np.convolve(bad.astype(np.int32), np.ones(span_len, np.int32), mode="valid") > 0
+        ok = np.flatnonzero(~window_bad)
+        starts = rng.choice(ok, size=min(top_k, len(ok)), replace=False) if len(ok) else []
+        return [(int(j), int(j) + span_len) for j in sorted(starts)]
     if length <= span_len:
         return [(0, length)]
     starts = rng.choice(length - span_len + 1, size=min(top_k, length - span_len + 1), replace=False)
     return [(int(j), int(j) + span_len) for j in sorted(starts)]
+
+
+def first_spans(length: int, *, span_len: int, top_k: int) -> list[tuple[int, int]]:
+    """The first ``top_k`` complete spans [i·span_len, (i + 1)·span_len) (the whole sequence if shorter than one)."""
+    if length <= span_len:
+        return [(0, length)]
+    return [(i * span_len, (i + 1) * span_len) for i in range(top_k) if (i + 1) * span_len <= length]
+
+
+def vocab_spans(rng: np.random.Generator, allowed: np.ndarray, *, span_len: int, top_k: int) -> list[tuple[int, ...]]:
+    """``top_k`` prompts of ``span_len`` token ids drawn uniformly (with replacement) from ``allowed``."""
+    if len(allowed) == 0:
+        raise ValueError("vocab_spans needs at least one allowed token id")
+    return [tuple(int(t) for t in rng.choice(allowed, size=span_len)) for _ in range(top_k)]
 
 
 def select_spans(scores: np.ndarray, *, rule: str, span_len: int, top_k: int,

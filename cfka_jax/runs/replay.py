@@ -18,7 +18,9 @@ from cfka_jax.continual.dedup import MinHashConfig
 from cfka_jax.continual.replay import ReplayConfig, ReplayCorpus, build_replay
 from cfka_jax.runs.presets import Preset
 
-GENERATIVE = ("stoc", "random", "lamol")
+GENERATIVE = ("stoc", "random", "lamol", "first_k", "random_no_eos", "random_vocab")
+"""Generative replay methods of a CPT run (``continual/replay.KINDS``): the three of the paper and the prompt
+controls of issue #23."""
 
 
 @dataclasses.dataclass(frozen=True)
