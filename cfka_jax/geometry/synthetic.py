@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
@@ -178,6 +179,43 @@ def fit(model: nnx.Module, task: Task, *, steps: int, batch_size: int = 32, lr: 
     return fit_arrays(model, tokens, mask, steps=steps, batch_size=batch_size, lr=lr, seed=seed, loss_fn=loss_fn)
 
 
+def optim_config(steps: int, lr: float) -> OptimConfig:
+    """The fits' AdamW: cosine schedule (10 % warm-up, to lr/10), no weight decay."""
+    return OptimConfig(peak_lr=lr, min_lr=lr / 10, warmup_steps=steps // 10, total_steps=max(steps, 1),
+                       weight_decay=0.0)
+
+
+def make_finetuner(graphdef, rest, *, steps: int, batch_size: int = 32, lr: float = 3e-3, loss_fn=None):
+    """``run(params, tokens, mask, seed, callback=None, callback_steps=()) -> (state, losses)``: ``steps`` AdamW
+    steps (:func:`optim_config`) on token rows and their ``target_mask``, one compiled step shared by every call.
+
+    ``params`` are copied (the step donates its buffers); ``callback(state, step)`` runs before the first step when
+    0 is in ``callback_steps`` and after every step listed there (the state's optimiser moments included; do not
+    keep references across steps, they are donated).
+    """
+    tx = make_optimizer(optim_config(steps, lr))
+    step = make_train_step(graphdef, rest, tx) if loss_fn is None else make_train_step(graphdef, rest, tx,
+                                                                                          loss_fn=loss_fn)
+
+    def run(params, tokens: np.ndarray, mask: np.ndarray, seed: int = 0, callback=None, callback_steps=()):
+        state = init_state(jax.tree.map(jnp.copy, params), tx)
+        rng = np.random.default_rng(seed)
+        at = set(callback_steps)
+        if callback is not None and 0 in at:
+            callback(state, 0)
+        losses = []
+        for t in range(1, steps + 1):
+            idx = rng.choice(len(tokens), size=min(batch_size, len(tokens)), replace=False)
+            state, metrics = step(state, {"tokens": jnp.asarray(tokens[idx]),
+                                          "target_mask": jnp.asarray(mask[idx])})
+            losses.append(float(metrics["loss"]))
+            if callback is not None and t in at:
+                callback(state, t)
+        return state, losses
+
+    return run
+
+
 def fit_arrays(model: nnx.Module, tokens: np.ndarray, mask: np.ndarray, *, steps: int, batch_size: int = 32,
                lr: float = 3e-3, seed: int = 0, loss_fn=None, callback=None, callback_steps=()
                ) -> tuple[nnx.Module, list[float]]:
@@ -188,22 +226,9 @@ def fit_arrays(model: nnx.Module, tokens: np.ndarray, mask: np.ndarray, *, steps
     listed there (the parameters are the state's; do not keep references across steps, they are donated).
     """
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    tx = make_optimizer(OptimConfig(peak_lr=lr, min_lr=lr / 10, warmup_steps=steps // 10,
-                                    total_steps=max(steps, 1), weight_decay=0.0))
-    step = make_train_step(graphdef, rest, tx) if loss_fn is None else make_train_step(graphdef, rest, tx,
-                                                                                          loss_fn=loss_fn)
-    state = init_state(params, tx)
-    rng = np.random.default_rng(seed)
-    at = set(callback_steps)
-    if callback is not None and 0 in at:
-        callback(state.params, 0)
-    losses = []
-    for t in range(1, steps + 1):
-        idx = rng.choice(len(tokens), size=min(batch_size, len(tokens)), replace=False)
-        state, metrics = step(state, {"tokens": jnp.asarray(tokens[idx]), "target_mask": jnp.asarray(mask[idx])})
-        losses.append(float(metrics["loss"]))
-        if callback is not None and t in at:
-            callback(state.params, t)
+    run = make_finetuner(graphdef, rest, steps=steps, batch_size=batch_size, lr=lr, loss_fn=loss_fn)
+    cb = None if callback is None else (lambda state, t: callback(state.params, t))
+    state, losses = run(params, tokens, mask, seed, callback=cb, callback_steps=callback_steps)
     return nnx.merge(graphdef, state.params, rest), losses
 
 
