@@ -68,7 +68,8 @@ class RunResult:
 
 def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimConfig, loop: LoopConfig,
              folder: RunFolder, evaluate_factory: Callable | None = None, penalty=None, penalty_args=None,
-             loss_fn=token_nll_loss, trainable=None, compute_dtype=None, mesh=None) -> TrainedRun:
+             loss_fn=token_nll_loss, trainable=None, compute_dtype=None, mesh=None, post_update=None,
+             on_record=None) -> TrainedRun:
     """Trains ``model`` (resuming from ``folder``'s checkpoints) and returns the run in memory.
 
     Args:
@@ -85,12 +86,14 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
         forward/backward pass in ``compute_dtype``, float32 loss (``train/step.py``).
       mesh: a ``jax.sharding.Mesh`` (``parallel/mesh.py``): the state is placed by the logical axis rules
         (``parallel/rules.py``), batch rows are split over ``data`` × ``fsdp``; None runs on one device.
+      post_update: an optax transformation applied to the AdamW update (GPM's projection), or None.
+      on_record: called with every new metrics record (``train/loop.run_loop``; e.g. ``train/tracking.py``).
     """
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     params = jax.tree.map(jnp.copy, params)  # the step donates its state; the caller's arrays stay valid
     if compute_dtype is not None:
         params = master_params(params)
-    tx = make_optimizer(opt, trainable(params) if trainable is not None else None)
+    tx = make_optimizer(opt, trainable(params) if trainable is not None else None, post=post_update)
     state, state_sharding = init_state(params, tx), None
     if mesh is not None:
         state, state_sharding, batch_at = _shard(state, batch_at, mesh)
@@ -98,7 +101,7 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
                            state_sharding=state_sharding)
     step_fn = step if penalty is None else (lambda state, batch: step(state, batch, penalty_args))
     evaluate = evaluate_factory(graphdef, rest) if evaluate_factory is not None else None
-    done = run_loop(state, step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate)
+    done = run_loop(state, step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate, on_record=on_record)
     return TrainedRun(done.state, graphdef, rest, done.history)
 
 

@@ -116,10 +116,12 @@ def restore_state(ckpts: CheckpointDir, state: TrainState) -> TrainState:
 
 
 def run_loop(state: TrainState, step_fn: Callable, batch_at: Callable[[int], dict], *, cfg: LoopConfig,
-             out_dir: pathlib.Path, evaluate: Callable[[object, int], dict] | None = None) -> LoopResult:
+             out_dir: pathlib.Path, evaluate: Callable[[object, int], dict] | None = None,
+             on_record: Callable[[dict], None] | None = None) -> LoopResult:
     """Trains from the newest checkpoint in ``out_dir/checkpoints`` (or from ``state``) up to ``cfg.steps``.
 
-    Writes ``out_dir/metrics.jsonl`` (train records every ``log_every`` steps, eval records) and checkpoints.
+    Writes ``out_dir/metrics.jsonl`` (train records every ``log_every`` steps, eval records) and checkpoints;
+    ``on_record(record)`` is called after each new record is written (a TensorBoard / W&B sink).
     """
     out_dir = pathlib.Path(out_dir)
     ckpts = CheckpointDir(out_dir / "checkpoints", cfg.keep_checkpoints)
@@ -127,7 +129,8 @@ def run_loop(state: TrainState, step_fn: Callable, batch_at: Callable[[int], dic
     log, start = MetricsLog(out_dir / "metrics.jsonl"), int(state.step)
     log.truncate_after(start)
     history = log.records()
-    record = lambda r: (log.write(r), history.append(r))  # noqa: E731
+    sink = on_record if on_record is not None else (lambda r: None)
+    record = lambda r: (log.write(r), history.append(r), sink(r))  # noqa: E731
     if evaluate is not None and start == 0 and not any(r.get("kind") == "eval" for r in history):
         record({"kind": "eval", "step": 0, **_jsonable(evaluate(state.params, 0))})
     bar = tqdm(total=cfg.steps, initial=start, disable=not cfg.progress, desc=out_dir.name)

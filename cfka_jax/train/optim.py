@@ -2,6 +2,14 @@
 
 Spec cfka_stoc.md §4.1: AdamW β = (0.9, 0.999), ε = 1e-6, weight decay 0.1 except biases and norm weights,
 global-norm clipping at 1.0, linear warm-up 0 → peak then half-cosine peak → min.
+
+The re-warm / re-decay family of continual pre-training (Ibrahim et al. 2024, "Simple and Scalable Strategies to
+Continually Pre-train Large Language Models"): every stage of a task stream warms up again to a chosen peak and
+decays again, by a cosine (``decay="cosine"``) or held constant and then decayed over the last ``decay_steps``
+(``decay="constant"``, the "infinite"/WSD shape); :func:`stage_optim` builds a stage's config, including the
+no-re-warming control (later stages continue at the previous stage's final rate). ``post`` of
+:func:`make_optimizer` chains a transformation after AdamW (GPM's projection of the update,
+``continual/gpm.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ class OptimConfig:
     eps: float = 1e-6
     weight_decay: float = 0.1
     clip_norm: float = 1.0
+    decay: str = "cosine"
+    decay_steps: int | None = None
 
     def __post_init__(self):
         rates = {"peak_lr": self.peak_lr, "min_lr": self.min_lr, "b1": self.b1, "b2": self.b2, "eps": self.eps,
@@ -41,19 +51,78 @@ class OptimConfig:
             raise ValueError(f"need 0 <= warmup_steps <= total_steps >= 1, got {self.warmup_steps}, {self.total_steps}")
         if self.clip_norm <= 0 or self.weight_decay < 0:
             raise ValueError("clip_norm must be > 0 and weight_decay >= 0")
+        if self.decay not in DECAYS:
+            raise ValueError(f"decay must be one of {DECAYS}, got {self.decay!r}")
+        if self.decay_steps is not None and (self.decay != "constant" or not isinstance(self.decay_steps, int)
+                                             or not 0 <= self.decay_steps <= self.total_steps - self.warmup_steps):
+            raise ValueError(f"decay_steps needs decay='constant' and 0 <= decay_steps <= total_steps - "
+                             f"warmup_steps = {self.total_steps - self.warmup_steps}, got {self.decay_steps!r}")
+
+    @property
+    def decay_start(self) -> int:
+        """The step the decay to ``min_lr`` starts (cosine: right after warm-up; constant: ``decay_steps`` before
+        the end, by default the last 20 % of the post-warm-up steps)."""
+        if self.decay == "cosine":
+            return self.warmup_steps
+        after = self.total_steps - self.warmup_steps
+        return self.total_steps - (self.decay_steps if self.decay_steps is not None else after // 5)
+
+
+DECAYS = ("cosine", "constant")
 
 
 def lr_schedule(cfg: OptimConfig) -> optax.Schedule:
-    """lr(t) = peak·t/warmup for t < warmup, then min + (peak − min)·(1 + cos(π·u))/2, u = progress in [0, 1]."""
+    """lr(t) = peak·t/warmup for t < warmup, then min + (peak − min)·(1 + cos(π·u))/2 with
+    u = clip((t − t_d) / (total − t_d), 0, 1), t_d = ``cfg.decay_start`` (= warmup for the plain cosine; later
+    for constant-then-decay, which holds the peak from warm-up to t_d)."""
+    start = cfg.decay_start
 
     def schedule(step):
         t = jnp.asarray(step, jnp.float32)
         warm = cfg.peak_lr * t / max(cfg.warmup_steps, 1)
-        u = jnp.clip((t - cfg.warmup_steps) / max(cfg.total_steps - cfg.warmup_steps, 1), 0.0, 1.0)
+        u = jnp.clip((t - start) / max(cfg.total_steps - start, 1), 0.0, 1.0)
         cosine = cfg.min_lr + (cfg.peak_lr - cfg.min_lr) * 0.5 * (1.0 + jnp.cos(jnp.pi * u))
         return jnp.where(t < cfg.warmup_steps, warm, cosine)
 
     return schedule
+
+
+REWARM = ("rewarm", "none")
+
+
+def stage_optim(base: OptimConfig, *, stage: int, rewarm: str = "rewarm", peak_lr: float | None = None,
+                decay: str = "cosine", decay_steps: int | None = None) -> OptimConfig:
+    """The optimiser config of stage ``stage`` (1-based) of a continual task stream.
+
+    * ``rewarm="rewarm"``: every stage warms up 0 → ``peak_lr`` (default ``base.peak_lr``) over
+      ``base.warmup_steps`` and decays to ``base.min_lr`` by ``decay`` (``cosine`` or ``constant``-then-cosine
+      over the last ``decay_steps``); Ibrahim et al. 2024's re-warm + re-decay.
+    * ``rewarm="none"``: stage 1 runs that schedule; later stages hold ``base.min_lr`` (the rate the previous
+      stage ended at), i.e. training simply continues without re-warming.
+
+    Raises:
+      ValueError: an unknown mode, stage < 1, or a peak below ``base.min_lr``.
+    """
+    if rewarm not in REWARM:
+        raise ValueError(f"rewarm must be one of {REWARM}, got {rewarm!r}")
+    if not isinstance(stage, int) or stage < 1:
+        raise ValueError(f"stage must be an integer >= 1, got {stage!r}")
+    if rewarm == "none" and stage > 1:
+        return dataclasses.replace(base, peak_lr=base.min_lr, warmup_steps=0, decay="cosine", decay_steps=None)
+    peak = base.peak_lr if peak_lr is None else peak_lr
+    if not (isinstance(peak, (int, float)) and math.isfinite(peak) and peak >= base.min_lr):
+        raise ValueError(f"the re-warm peak must be a finite rate >= min_lr = {base.min_lr}, got {peak!r}")
+    return dataclasses.replace(base, peak_lr=float(peak), decay=decay, decay_steps=decay_steps)
+
+
+def masked_tx(tx: optax.GradientTransformation, mask) -> optax.GradientTransformation:
+    """``tx`` on the trainable leaves (``mask`` True), zero updates (and no optimizer state, no weight decay) on the
+    rest.
+
+    Use with a step over *all* parameters; ``optax.masked`` alone would pass frozen gradients through unchanged.
+    """
+    labels = jax.tree.map(lambda m: "trainable" if m else "frozen", mask)
+    return optax.multi_transform({"trainable": tx, "frozen": optax.set_to_zero()}, labels)
 
 
 def decay_mask(params):
@@ -61,21 +130,23 @@ def decay_mask(params):
     return jax.tree.map(lambda p: getattr(p, "ndim", 0) >= 2, params)
 
 
-def make_optimizer(cfg: OptimConfig, trainable=None) -> optax.GradientTransformation:
-    """Clip → AdamW on trainable leaves; frozen leaves (``trainable`` False) get exactly zero updates.
+def make_optimizer(cfg: OptimConfig, trainable=None,
+                   post: optax.GradientTransformation | None = None) -> optax.GradientTransformation:
+    """Clip → AdamW (→ ``post``) on trainable leaves; frozen leaves (``trainable`` False) get exactly zero updates.
 
     Args:
       cfg: optimiser settings.
       trainable: optional pytree of bools matching the parameters (None: everything trains). Clipping uses the
         global norm of the trainable gradients only.
+      post: an optional transformation of the final AdamW update (weight decay included), e.g. GPM's
+        projection (``continual/gpm.py``).
     """
     adamw = optax.chain(
         optax.clip_by_global_norm(cfg.clip_norm),
         optax.adamw(lr_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay,
                     mask=decay_mask),
+        *((post,) if post is not None else ()),
     )
     if trainable is None:
         return adamw
-    from cfka_jax.continual.peft import masked_tx
-
     return masked_tx(adamw, trainable)

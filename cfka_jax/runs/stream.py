@@ -1,0 +1,288 @@
+"""Task streams on the Biography world: PT, then T CPT stages on disjoint groups of the CPT population.
+
+    spec = StreamSpec(preset="small", out="runs/stream-naive", stages=3, methods=("replay",), alpha=0.95)
+    result = run_stream(spec)          # result.matrix (T+1 × T+1), result.metrics (eval/cl_metrics.py)
+
+Task 0 is the PT population, task i the i-th CPT group (``data/stages.py``). Stage i starts from the parameters
+stage i − 1 ended with (stage 1 from the PT run) and trains ``stage_steps`` steps (default: the preset's CPT
+steps / T, so each person gets the exposure of a one-shot CPT run and the whole stream costs one CPT run), with
+its own method, the stream's α and the learning-rate schedule of ``train/optim.stage_optim`` (re-warm + re-decay
+to ``rewarm_peak``, or no re-warming). Every stage evaluates hFTA/sFTA of every task at its start and its end, so
+R[i, j] = ``T<j>/<metric>`` of stage i's last evaluation (row 0: stage 1's step-0 evaluation, the PT model).
+
+Methods (one per stage, or one for all):
+
+* ``naive``: the stage's biographies alone;
+* ``replay``: mixed with real old data (PT training biographies and earlier stages'), replay tokens ≈ 1 − α of all
+  (``data/mixing.mix_replay``, rule ``token_share``);
+* ``ewc``: the diagonal Fisher of the stage's start model on old data (PT + earlier stages), anchored at the start
+  parameters (``continual/ewc.py``, λ = ``ewc_lambda``);
+* ``gpm``: the stage's data alone, updates projected off the layer bases of all earlier tasks
+  (``continual/gpm.py``; the bases of PT are taken on the PT training data);
+* ``stoc`` / ``random`` / ``lamol``: a generative replay corpus sampled from the stage's start model with prompts
+  from the stage's data (``continual/replay.py``), mixed at 1 − α like real replay.
+
+Folders: ``<out>/stage<i>/`` are run folders (``runs/folder.py``: config, metrics.jsonl, checkpoints, params,
+final.json), resumed stage by stage (a finished stage is read back; a killed one resumes from its newest
+checkpoint, with identical results); ``<out>/stream.json`` holds the matrix and the metrics, written last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+
+import jax
+import numpy as np
+from flax import nnx
+
+from cfka_jax import jsonio
+from cfka_jax.continual import gpm
+from cfka_jax.continual.ewc import ewc_anchor, ewc_penalty, fisher_batch_mean
+from cfka_jax.continual.replay import build_replay
+from cfka_jax.data.batching import EpochBatcher, packed_batch
+from cfka_jax.data.mixing import mix_replay
+from cfka_jax.data.pipeline import DataBundle
+from cfka_jax.data.stages import StageTask, stage_tasks
+from cfka_jax.eval.cl_metrics import stream_metrics
+from cfka_jax.eval.fta import fta_evaluator
+from cfka_jax.runs import biography as bio
+from cfka_jax.runs.engine import train_lm
+from cfka_jax.runs.folder import RunFolder, RunFolderError
+from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup
+from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches, synthetic_replay_config
+from cfka_jax.runs.specs import ARCHS, PTSpec
+from cfka_jax.train.optim import DECAYS, REWARM, stage_optim
+from cfka_jax.train.step import master_params
+from cfka_jax.train.tracking import Tracker
+
+STREAM_METHODS = ("naive", "replay", "ewc", "gpm", *GENERATIVE)
+METRICS = ("sFTA", "hFTA")
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamSpec:
+    """A task stream (module docstring). ``methods``: one name, or one per stage; ``alpha``: the new-data
+    fraction of replay stages (0.95 = 5 % replay); ``pt_dir`` None: ``<out>/pt-<preset>-<arch>``, trained first
+    when absent."""
+
+    preset: str = "smoke"
+    out: str = "runs/stream-smoke"
+    stages: int = 3
+    methods: tuple[str, ...] = ("naive",)
+    alpha: float = 0.95
+    rewarm: str = "rewarm"
+    rewarm_peak: float | None = None
+    decay: str = "cosine"
+    stage_steps: int | None = None
+    ewc_lambda: float = 1e3
+    gpm_threshold: float = 0.97
+    metric: str = "sFTA"
+    arch: str = "qwen"
+    seed: int = 0
+    pt_dir: str | None = None
+    cache_dir: str = "runs/data-cache"
+    ckpt_every: int | None = None
+    progress: bool = True
+
+    def __post_init__(self):
+        lookup(BIOGRAPHY, self.preset, "Biography")
+        object.__setattr__(self, "methods", tuple(self.methods))
+        if not isinstance(self.stages, int) or isinstance(self.stages, bool) or self.stages < 1:
+            raise ValueError(f"--stages must be an integer >= 1, got {self.stages!r}")
+        bad = [m for m in self.methods if m not in STREAM_METHODS]
+        if bad or len(self.methods) not in (1, self.stages):
+            raise ValueError(f"--method: one of {STREAM_METHODS}, once or once per stage ({self.stages}); got "
+                             f"{','.join(self.methods)}")
+        if not (isinstance(self.alpha, (int, float)) and 0.0 < self.alpha <= 1.0):
+            raise ValueError(f"--alpha (the new-data fraction) must be in (0, 1], got {self.alpha!r}")
+        if self.alpha == 1.0 and any(m == "replay" or m in GENERATIVE for m in self.methods):
+            raise ValueError("replay stages need --alpha < 1 (alpha is the new-data fraction)")
+        if self.rewarm not in REWARM or self.decay not in DECAYS or self.metric not in METRICS:
+            raise ValueError(f"--rewarm in {REWARM}, --decay in {DECAYS}, --metric in {METRICS}; got "
+                             f"{self.rewarm!r}, {self.decay!r}, {self.metric!r}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"--arch must be one of {ARCHS}, got {self.arch!r}")
+        for name in ("stage_steps", "ckpt_every"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < (1 if name == "stage_steps"
+                                                                                          else 0)):
+                raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {v!r}")
+        if not (isinstance(self.ewc_lambda, (int, float)) and math.isfinite(self.ewc_lambda) and self.ewc_lambda >= 0):
+            raise ValueError(f"--ewc-lambda must be a finite number >= 0, got {self.ewc_lambda!r}")
+        gpm.GPMConfig(threshold=float(self.gpm_threshold))
+        if self.rewarm_peak is not None:
+            stage_optim(self.schedule.optim(), stage=1, peak_lr=self.rewarm_peak)
+
+    @property
+    def scale(self) -> Preset:
+        return BIOGRAPHY[self.preset]
+
+    @property
+    def schedule(self):
+        """The preset's CPT schedule cut to one stage (warm-up scaled with the steps)."""
+        cpt = self.scale.cpt
+        steps = self.stage_steps or max(1, cpt.steps // self.stages)
+        warmup = min(steps, round(cpt.warmup * steps / cpt.steps))
+        ckpt = cpt.ckpt_every if self.ckpt_every is None else self.ckpt_every
+        return dataclasses.replace(cpt, steps=steps, warmup=warmup, eval_every=0, ckpt_every=ckpt)
+
+    def method(self, stage: int) -> str:
+        return self.methods[0] if len(self.methods) == 1 else self.methods[stage - 1]
+
+    @property
+    def pt_folder(self) -> pathlib.Path:
+        return pathlib.Path(self.pt_dir or pathlib.Path(self.out) / f"pt-{self.preset}-{self.arch}")
+
+    def pt_spec(self) -> PTSpec:
+        return PTSpec(preset=self.preset, out=str(self.pt_folder), arch=self.arch, seed=0, cache_dir=self.cache_dir,
+                      progress=self.progress)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRun:
+    """What a stage folder's ``config.json`` records: the stream and the stage's index and method."""
+
+    stream: StreamSpec
+    stage: int
+    method: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamResult:
+    matrix: np.ndarray
+    metrics: dict
+    stages: list[dict]
+    params: object
+
+
+def _old_docs(bundle: DataBundle, tasks: list[StageTask], stage: int) -> list[np.ndarray]:
+    """Old data of stage ``stage``: the PT training biographies and those of stages 1 … stage − 1."""
+    return bundle.splits["pt_train"].docs() + [d for t in tasks[:stage - 1] for d in t.train.docs()]
+
+
+def _chunks(bundle: DataBundle, docs, rows: int, batches: int, seed: int) -> list[dict]:
+    packed = bundle.pack_epoch(docs, seed)
+    n = min(batches, packed.num_chunks // rows)
+    if n < 1:
+        raise ValueError(f"{packed.num_chunks} chunks cannot fill one batch of {rows}")
+    return [packed_batch(packed, slice(i * rows, (i + 1) * rows)) for i in range(n)]
+
+
+def _stage_docs(spec: StreamSpec, bundle, tasks, stage: int, model, folder: RunFolder) -> tuple[list, dict]:
+    method, new = spec.method(stage), tasks[stage - 1].train.docs()
+    if method == "replay":
+        docs, stats = mix_replay(new, _old_docs(bundle, tasks, stage), spec.alpha, seed=spec.seed + stage)
+    elif method in GENERATIVE:
+        rcfg = synthetic_replay_config(method, bundle.config.seq_len, ReplaySwitches(), spec.seed + stage)
+        corpus = build_replay(model, new, bundle.tokenizer, rcfg, budget_tokens=int(sum(map(len, new))),
+                              out_dir=folder.path / "replay")
+        docs, stats = mix_replay(new, corpus.sequences, spec.alpha, seed=spec.seed + stage)
+    else:
+        return new, {}
+    return docs, {f"mix/{k}": v for k, v in stats.items() if isinstance(v, (int, float))}
+
+
+def _gpm_bases(spec: StreamSpec, bundle, tasks, stage: int, model, params_after):
+    """The bases of tasks 0 … stage − 1 (saved in ``<out>/gpm/``; task j's taken with ``params_after(j)``, the
+    model that finished it, on task j's training data)."""
+    path = pathlib.Path(spec.out) / "gpm" / f"bases-before-stage{stage}.npz"
+    if path.exists():
+        return gpm.load_bases(path)
+    cfg, rows = gpm.GPMConfig(threshold=float(spec.gpm_threshold)), spec.scale.cpt.batch
+    bases = _gpm_bases(spec, bundle, tasks, stage - 1, model, params_after) if stage > 1 else None
+    docs = bundle.splits["pt_train"].docs() if stage == 1 else tasks[stage - 2].train.docs()
+    nnx.update(model, params_after(stage - 1))
+    grams = gpm.input_grams(model, _chunks(bundle, docs, rows, cfg.batches, spec.seed))
+    bases = gpm.update_bases(bases, grams, cfg.threshold)
+    gpm.save_bases(path, bases)
+    return bases
+
+
+def _stage_setup(spec, bundle, tasks, stage, params, model, folder, params_after):
+    """(documents, penalty, penalty operands, update projection, statistics) of one stage."""
+    method = spec.method(stage)
+    nnx.update(model, params)
+    docs, stats = _stage_docs(spec, bundle, tasks, stage, model, folder)
+    penalty = args = post = None
+    if method == "ewc":
+        graphdef, p, rest = nnx.split(model, nnx.Param, ...)
+        batches = _chunks(bundle, _old_docs(bundle, tasks, stage), 8, 8, spec.seed + stage)
+        fisher = fisher_batch_mean(p, graphdef, rest, batches, total_chunks=8 * len(batches))
+        penalty, args = ewc_penalty, ewc_anchor(fisher, jax.tree.map(np.asarray, p), float(spec.ewc_lambda))
+    if method == "gpm":
+        bases = _gpm_bases(spec, bundle, tasks, stage, model, params_after)
+        post = gpm.gpm_projection(bases)
+        stats["gpm/protected_fraction"] = float(np.mean([m.shape[1] / m.shape[0] for m in bases.values()]))
+        nnx.update(model, params)
+    return docs, penalty, args, post, stats
+
+
+def _stage(spec, bundle, tasks, stage, params, model, evaluate_factory, tracker,
+           params_after) -> tuple[dict, object]:
+    """Runs (or reads back) stage ``stage``: (its final record, its final parameters)."""
+    folder, sched = _stage_folder(spec, stage), spec.schedule
+    run_id = StageRun(spec, stage, spec.method(stage))
+    folder.check(run_id, spec.scale)
+    abstract = master_params(nnx.split(model, nnx.Param, ...)[1])
+    if folder.final() is not None:
+        return folder.final(), folder.load_params(abstract)[0]
+    folder.start(run_id, spec.scale)
+    docs, penalty, args, post, stats = _stage_setup(spec, bundle, tasks, stage, params, model, folder,
+                                                       params_after)
+    batcher = EpochBatcher(docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=sched.batch,
+                           seed=spec.seed + stage, doc_mask=bundle.config.doc_mask)
+    opt = stage_optim(sched.optim(), stage=stage, rewarm=spec.rewarm, peak_lr=spec.rewarm_peak, decay=spec.decay)
+    run = train_lm(model, batcher, opt=opt, loop=sched.loop(progress=spec.progress), folder=folder,
+                   evaluate_factory=evaluate_factory, penalty=penalty, penalty_args=args, post_update=post,
+                   on_record=tracker.at((stage - 1) * sched.steps).record)
+    final = {"step": run.step, "start": run.eval_at(0), **run.eval_at(run.step), **stats,
+             "epochs": sched.steps / batcher.steps_per_epoch, "lr_peak": opt.peak_lr}
+    folder.save_params(run.params, run.step)
+    folder.write_final(final)
+    return final, run.params
+
+
+def _stage_folder(spec: StreamSpec, stage: int) -> RunFolder:
+    return RunFolder(pathlib.Path(spec.out) / f"stage{stage}")
+
+
+def _pt(spec: StreamSpec, bundle: DataBundle, model):
+    folder = RunFolder(spec.pt_folder)
+    if folder.final() is None:
+        print(f"[stream] no finished PT run in {folder.path}; training it first")
+        return bio.pretrain(spec.pt_spec(), bundle).params
+    params, step = folder.load_params(master_params(nnx.split(model, nnx.Param, ...)[1]))
+    if step != spec.scale.pt.steps:
+        raise RunFolderError(f"PT parameters in {folder.params_dir} are at step {step}, expected "
+                             f"{spec.scale.pt.steps}")
+    return params
+
+
+def run_stream(spec: StreamSpec, data: DataBundle | None = None, *, tracker: Tracker | None = None) -> StreamResult:
+    """Runs (or resumes) the stream and writes ``<out>/stream.json`` (module docstring)."""
+    p = spec.scale
+    bundle = bio._data(p, spec.cache_dir, data)
+    tasks = stage_tasks(bundle, spec.stages)
+    tracker = tracker or Tracker()
+    model = bio.build_model(p, spec.arch, len(bundle.tokenizer), 0)
+    params = _pt(spec, bundle, model)
+    sets = {"T0": bundle.eval["pt_test"], **{f"T{t.index}": t.eval for t in tasks}}
+    factory = lambda g, r: fta_evaluator(g, r, sets, batch_size=p.eval_batch)  # noqa: E731
+    finals, ends = [], [params]
+    abstract = master_params(nnx.split(model, nnx.Param, ...)[1])
+    params_after = lambda j: ends[j] if j < len(ends) else _stage_folder(spec, j).load_params(abstract)[0]  # noqa: E731
+    for stage in range(1, spec.stages + 1):
+        final, params = _stage(spec, bundle, tasks, stage, params, model, factory, tracker, params_after)
+        finals.append(final)
+        ends.append(params)
+    key = [f"T{j}/{spec.metric}" for j in range(spec.stages + 1)]
+    rows = [[finals[0]["start"][k] for k in key]] + [[f[k] for k in key] for f in finals]
+    matrix = np.asarray(rows)
+    metrics = stream_metrics(matrix)
+    summary = {"spec": dataclasses.asdict(spec), "metric": spec.metric, "tasks": ["PT"] + [
+        f"stage {t.index} ({len(t.pids)} people)" for t in tasks], **metrics,
+        "stages_final": [{k: v for k, v in f.items() if k != "start"} for f in finals]}
+    jsonio.write_json_atomic(pathlib.Path(spec.out) / "stream.json", summary, indent=1)
+    return StreamResult(matrix, metrics, finals, params)
