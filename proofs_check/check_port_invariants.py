@@ -32,8 +32,7 @@ import optax
 from flax import nnx
 
 from cfka_jax.lm_theory.invariants import port_invariants
-from cfka_jax.models.pythia import PythiaConfig, PythiaModel
-from cfka_jax.models.qwen import QwenConfig, QwenModel
+from cfka_jax.models import family
 from cfka_jax.train.losses import masked_mean_nll
 from proofs_check.common import at_least, holds, main_for, refuted, require_x64, save_figure
 
@@ -46,21 +45,22 @@ ADAM_FLOOR = 1e-2   # Adam's relative drift at the smallest step stays above thi
 TOL_QUOTED = 1e-3
 
 PORTS = {
-    "qwen2": (QwenModel, dict(model_type="qwen2", num_attention_heads=6, num_key_value_heads=2)),
-    "qwen2-linear": (QwenModel, dict(model_type="qwen2", num_attention_heads=6, num_key_value_heads=2,
-                                     attention_kind="linear")),
-    "qwen3": (QwenModel, dict(model_type="qwen3", num_attention_heads=4, num_key_value_heads=2, head_dim=6,
-                              attention_bias=True)),
-    "pythia": (PythiaModel, dict(num_attention_heads=3, rotary_pct=0.5, hidden_act="relu")),
+    "qwen2": ("qwen", dict(model_type="qwen2", num_attention_heads=6, num_key_value_heads=2)),
+    "qwen2-linear": ("qwen", dict(model_type="qwen2", num_attention_heads=6, num_key_value_heads=2,
+                                  attention_kind="linear")),
+    "qwen3": ("qwen", dict(model_type="qwen3", num_attention_heads=4, num_key_value_heads=2, head_dim=6,
+                           attention_bias=True)),
+    "pythia": ("pythia", dict(num_attention_heads=3, rotary_pct=0.5, hidden_act="relu")),
 }
 
 
 def port(name: str):
     """(config, graphdef, params as a pure dict, rest) of a tiny port with O(1) gradients."""
-    cls, extra = PORTS[name]
+    fam_name, extra = PORTS[name]
+    fam = family.get(fam_name)
     common = dict(vocab_size=13, hidden_size=12, intermediate_size=10, num_hidden_layers=2, initializer_range=0.4)
-    cfg = (QwenConfig if cls is QwenModel else PythiaConfig)(**common, **extra)
-    graphdef, params, rest = nnx.split(cls(cfg, rngs=nnx.Rngs(0)), nnx.Param, ...)
+    cfg = fam.config_cls(**common, **extra)
+    graphdef, params, rest = nnx.split(fam.build(cfg, seed=0), nnx.Param, ...)
     return cfg, graphdef, nnx.to_pure_dict(params), rest
 
 

@@ -7,7 +7,7 @@ import pytest
 from cfka_jax.models import LlamaModel, ModelSize, PythiaModel, QwenModel, family
 from cfka_jax.parallel import rules
 
-SIZE = ModelSize(hidden=24, layers=2, heads=4, kv_heads=2, intermediate=29)
+SIZE = ModelSize(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=29)  # Pythia: R = int(8 * 0.25) = 2
 
 
 def test_every_model_type_and_name_resolves():

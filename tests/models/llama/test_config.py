@@ -36,7 +36,8 @@ LLAMA31_8B = dict(LLAMA32_1B, hidden_size=4096, intermediate_size=14336, num_hid
 def test_released_configs_parse_and_round_trip(d):
     cfg = family.config_from_hf(d)
     assert isinstance(cfg, LlamaConfig) and family.of(cfg).name == "llama"
-    assert cfg.kv_heads == d["num_key_value_heads"] and cfg.head_size == d.get("head_dim", 128)
+    assert cfg.kv_heads == d["num_key_value_heads"]
+    assert cfg.head_size == d.get("head_dim", d["hidden_size"] // d["num_attention_heads"])
     assert (cfg.rope_scaling is not None) == (d["rope_scaling"] is not None)
     assert LlamaConfig.from_hf_config(cfg.to_hf_config()) == cfg
 
