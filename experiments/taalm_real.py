@@ -20,6 +20,7 @@ import dataclasses
 import json
 import pathlib
 
+from cfka_jax import jsonio
 from cfka_jax.continual.ckl import CKLConfig
 from cfka_jax.continual.taalm import MetaTrainConfig
 from cfka_jax.runs.ckl_real import RealCKLSpec, run_lama
@@ -99,13 +100,9 @@ def write_tables(spec: RealCKLSpec, results: dict) -> str:
         summary = {k: [{"period": r["period"], "before": r["before"], "after": r["after"]} for r in v]
                    for k, v in results.items()}
     text = head + body + "\n"
-    tmp = out / "table.md.tmp"
-    tmp.write_text(text)
-    tmp.replace(out / "table.md")
-    tmp = out / "table.json.tmp"
-    tmp.write_text(json.dumps({"spec": dataclasses.asdict(spec), "phi_best_step": meta.get("best_step"),
-                               "results": summary}, indent=1, default=float))
-    tmp.replace(out / "table.json")
+    jsonio.write_text_atomic(out / "table.md", text)
+    jsonio.write_json_atomic(out / "table.json", {"spec": dataclasses.asdict(spec), "phi_best_step":
+                                                  meta.get("best_step"), "results": summary}, indent=1, default=float)
     return text
 
 

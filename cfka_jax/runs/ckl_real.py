@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.continual import peft
 from cfka_jax.continual.ckl import CKLConfig, Stream, Trainer, updates_per_epoch
 from cfka_jax.continual.ckl_methods import Method, Theta, build_theta
@@ -149,11 +150,8 @@ class RealCKLSpec:
 
 
 def write_json(path: pathlib.Path, obj) -> None:
-    """Write ``obj`` atomically (a temporary file renamed over ``path``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=float))
-    tmp.replace(path)
+    """Write ``obj`` atomically (``jsonio.write_json_atomic``: a kill leaves the old file or the whole new one)."""
+    jsonio.write_json_atomic(path, obj, indent=1, default=float)
 
 
 def slug(name: str) -> str:
