@@ -119,3 +119,17 @@ def write_tiny_qwen(folder: pathlib.Path, *, hidden: int = 16, layers: int = 2, 
                       max_position_embeddings=512, tie_word_embeddings=True, eos_token_id=tok.eos_token_id)
     Qwen2ForCausalLM(cfg).save_pretrained(folder)
     return folder
+
+
+def write_tiny_llama(folder: pathlib.Path, *, hidden: int = 16, layers: int = 2, seed: int = 0) -> pathlib.Path:
+    """A random-init HF Llama folder (the paper's family) with the fixture tokenizer."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = write_tokenizer(folder)
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden + 6,
+                      num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
+                      max_position_embeddings=512, eos_token_id=tok.eos_token_id)
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    return folder

@@ -221,3 +221,16 @@ def test_twiki_smoke_csv_streams_taalm_and_resume(fx, tmp_path, monkeypatch):
     assert a[0]["after"]["changed/nll"] != a[0]["before"]["changed/nll"]
     table = (tmp_path / "a" / "table.md").read_text()
     assert "| TAALM |" in table and "unchanged" in table
+
+
+@pytest.mark.slow
+def test_llama_folder_runs_finetune_and_taalm(fx, tmp_path):
+    pytest.importorskip("cfka_jax.models.llama")  # the Llama port (models/llama/) lands separately
+    llama = F.write_tiny_llama(tmp_path / "llama")
+    out = tmp_path / "run"
+    args = ["--lama-ckl", str(fx["lama"]), "--model", str(llama), "--out", str(out), *SMALL, "--methods",
+            "Finetune,TAALM", "--epochs", "1", "--phi-train", str(fx["lama"] / "train_attention_traindata.jsonl")]
+    assert taalm_real.main(args) == 0
+    table = (out / "table.md").read_text()
+    assert "| TAALM |" in table and "| Finetune |" in table
+    assert json.loads((out / "phi" / "phi.json").read_text())["body"]["model_type"] == "llama"
