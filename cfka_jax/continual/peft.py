@@ -34,10 +34,10 @@ from typing import Any
 import flax.nnx as nnx
 import jax
 import jax.numpy as jnp
-import optax
 
 from cfka_jax.models import family
 from cfka_jax.shapes import Array, Float
+from cfka_jax.train.optim import masked_tx  # noqa: F401 (re-exported: the freeze/LoRA optimiser mask)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,15 +220,6 @@ def trainable_mask(params: nnx.State, trainable: nnx.filterlib.Filter) -> nnx.St
     """A bool tree over ``params`` (e.g. ``nnx.state(model, nnx.Param)``): True where ``trainable`` matches."""
     predicate = nnx.filterlib.to_predicate(trainable)
     return nnx.map_state(lambda path, v: bool(predicate(path, v)), params)
-
-
-def masked_tx(tx: optax.GradientTransformation, mask: nnx.State) -> optax.GradientTransformation:
-    """``tx`` on the trainable leaves, zero updates (and no optimizer state, no weight decay) on the rest.
-
-    Use with a step over *all* parameters; ``optax.masked`` alone would pass frozen gradients through unchanged.
-    """
-    labels = jax.tree.map(lambda m: "trainable" if m else "frozen", mask)
-    return optax.multi_transform({"trainable": tx, "frozen": optax.set_to_zero()}, labels)
 
 
 def merged_params(params: dict, scale: float) -> dict:
