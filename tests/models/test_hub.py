@@ -38,7 +38,8 @@ def _write_random(path, hf_config: dict, seed: int = 0):
     return model
 
 
-@pytest.mark.parametrize("hf_config", [TINY_QWEN3, TINY_PYTHIA, TINY_LLAMA], ids=["qwen3", "pythia", "llama"])
+@pytest.mark.parametrize("hf_config", [TINY_QWEN3, TINY_PYTHIA, pytest.param(TINY_LLAMA, marks=pytest.mark.slow)],
+                         ids=["qwen3", "pythia", "llama"])  # llama: its parity suite's round trip runs by default
 def test_save_then_load_is_bit_identical(tmp_path, hf_config):
     model = _write_random(tmp_path, hf_config)
     loaded = models.from_pretrained(tmp_path)

@@ -24,6 +24,7 @@ def test_causal(model):
     assert_causal(model, np.random.default_rng(0).integers(0, 41, (2, 11)), cut=6)
 
 
+@pytest.mark.slow  # the shared scan/remat machinery is checked on Qwen by default; the Llama parity scan case is slow
 def test_scan_and_remat_preserve_gradients(model):
     assert_remat_and_scan_preserve_gradients(
         model, llama, np.random.default_rng(1).integers(0, 41, (2, 9)), forms=[(True, True)]
