@@ -96,9 +96,9 @@ def input_grams(model: nnx.Module, batches: Iterable[dict]) -> dict[tuple, np.nd
 
     @jax.jit
     def grams(state, batch):
-        m = nnx.merge(graphdef, state)
-        m(batch["tokens"], positions_BS=batch.get("positions"), segment_ids_BS=batch.get("segment_ids"))
-        sown = nnx.pop(m, nnx.Intermediate)
+        forward = nnx.capture(nnx.merge(graphdef, state), nnx.Intermediate)
+        _, sown = forward(batch["tokens"], positions_BS=batch.get("positions"),
+                          segment_ids_BS=batch.get("segment_ids"))
         return {p: sum(_get(sown, p + ("gram",))) for p in paths}
 
     total = None
