@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import pathlib
 
 import numpy as np
@@ -41,9 +40,12 @@ from cfka_jax.lm_theory.cooccurrence import CoOccurrence, count_cooccurrence
 from cfka_jax.lm_theory.diversity import CONVENTIONS, diversity_index
 from cfka_jax.lm_theory.stats import correlate, seed_summary
 from cfka_jax.lm_theory.stoc_link import overlap, selection_counts
+from cfka_jax.lm_theory.measures import MEASURES
 from cfka_jax.runs.ensemble import (EnsembleResult, EnsembleSpec, continual_ensemble, ensemble_models,
-                                    load_ensemble, pretrain_ensemble, save_ensemble)
+                                    load_checkpoint, load_ensemble, pretrain_ensemble, save_ensemble)
+from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.train.ensemble import member, split_members
+from experiments import di_measures as dm
 
 PAPER = {"linear": (-0.8277, -0.8776), "softmax": (-0.7842, -0.8467)}
 """The paper's panels (spec §2.8): (Pearson, Spearman)."""
@@ -67,9 +69,15 @@ class Config:
     retention: bool = True
     streams: str = "per_seed"
     stoc_fraction: float = 0.1
+    measures: tuple[str, ...] = MEASURES
+    legacy: bool = True
+    pt_checkpoint: bool = False
 
     def __post_init__(self):
         self.spec()  # validates preset, arch, attention, seeds, steps and streams
+        bad = [m for m in self.measures if m not in MEASURES]
+        if bad or len(set(self.measures)) != len(self.measures):
+            raise ValueError(f"measures must be distinct names from {MEASURES}, got {self.measures!r}")
         if self.objects not in bio.OBJECT_KINDS:
             raise ValueError(f"objects must be one of {bio.OBJECT_KINDS}, got {self.objects!r}")
         if self.min_count < 1 or self.num_boot < 1:
@@ -84,11 +92,16 @@ class Config:
 
 
 def trained(cfg: Config, bundle: DataBundle, phase: str, pt: EnsembleResult | None = None) -> EnsembleResult:
-    """The phase's ensemble from ``OUT/<phase>`` when present (same spec), else trained and saved there."""
+    """The phase's ensemble from ``OUT/<phase>`` when present (same spec), else trained and saved there; training
+    checkpoints to ``OUT/<phase>/ckpt`` and resumes from it when killed."""
     path, spec = pathlib.Path(cfg.out) / phase, cfg.spec()
     if (path / "ensemble.json").exists():
         return load_ensemble(path, spec, bundle)
-    result = pretrain_ensemble(spec, bundle) if phase == "pt" else continual_ensemble(spec, pt, bundle)
+    ckpt = path / "ckpt"
+    if cfg.pt_checkpoint and phase == "pt":
+        return load_checkpoint(ckpt, spec, bundle, phase)
+    result = (pretrain_ensemble(spec, bundle, ckpt_dir=ckpt) if phase == "pt"
+              else continual_ensemble(spec, pt, bundle, ckpt_dir=ckpt))
     save_ensemble(path, result)
     return result
 
@@ -253,12 +266,9 @@ def scatter(cfg: Config, c: Corpus, z_mean: np.ndarray, out: pathlib.Path) -> No
     plt.close(fig)
 
 
-def run(cfg: Config) -> dict:
-    out = pathlib.Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    bundle = build_data(cfg.spec().scale.data_config(), cfg.cache_dir)
-    vocab = bio.object_vocabulary(bundle, cfg.objects)
-    pt, c = trained(cfg, bundle, "pt"), corpus(cfg, bundle, vocab)
+def legacy(cfg: Config, pt: EnsembleResult, bundle: DataBundle, vocab: dict, c: Corpus, out: pathlib.Path
+           ) -> dict:
+    """The original panel (issue 14): head-averaged context attention, STOC link, retention, table, scatter."""
     members = range(len(cfg.spec().seeds))
     z = np.stack([member_attention(pt, e, bundle, c) for e in members])
     per_seed = [correlations(c, z[e], cfg.num_boot) for e in members]
@@ -268,31 +278,59 @@ def run(cfg: Config) -> dict:
     np.savez_compressed(out / "attention.npz", z_ELM=z, z_init_ELM=z0, slots=c.slots, eligible=c.eligible,
                         n_s=c.counts.n_s, **{f"di_{k.replace('/', '_')}": v for k, v in c.di.items()})
     stoc = [stoc_link(pt, e, bundle, c, cfg.stoc_fraction) for e in members]
-    res = {"config": dataclasses.asdict(cfg), "paper": dict(zip(("pearson", "spearman"), PAPER[cfg.attention])),
-           "token_types": {s: int((c.eligible & (c.slots == i)).sum()) for i, s in enumerate(bio.SLOTS)},
+    res = {"token_types": {s: int((c.eligible & (c.slots == i)).sum()) for i, s in enumerate(bio.SLOTS)},
            "examples": int(len(c.examples.objects)), "mean_context_length": c.counts.mean_length,
            "summary": summary, "per_seed": per_seed, "init_control": control,
            "by_slot": by_slot(c, z.mean(0).mean(0), cfg.num_boot),
            "init_by_slot": by_slot(c, z0.mean(0).mean(0), cfg.num_boot),
            "stoc": {"per_seed": stoc, "overlap": seed_summary([s["overlap"] for s in stoc]),
-                    "spearman_rate_di": seed_summary([s["spearman_rate_di"] for s in stoc])},
-           "training": {"pt_seconds": pt.seconds, "pt_final_loss": pt.losses[-1].tolist(),
-                        "pt_nonfinite_steps": pt.nonfinite.tolist()}}
+                    "spearman_rate_di": seed_summary([s["spearman_rate_di"] for s in stoc])}}
     if cfg.retention:
         cpt = trained(cfg, bundle, "cpt", pt)
         rows = retention(pt, cpt, bundle, vocab, cfg)
         rho = [r["retention"]["spearman"] for r in rows if "retention" in r]
         res["retention"] = {"per_seed": rows, "spearman": seed_summary(rho) if rho else None}
-        res["training"] |= {"cpt_seconds": cpt.seconds, "cpt_nonfinite_steps": cpt.nonfinite.tolist()}
+        res["cpt_training"] = {"cpt_seconds": cpt.seconds, "cpt_nonfinite_steps": cpt.nonfinite.tolist()}
     scatter(cfg, c, z.mean(0).mean(0), out)
-    (out / "table.md").write_text(table(cfg, summary, control) + "\n")
-    (out / "di_attention.json").write_text(json.dumps(res, indent=1))
+    dm.write_atomic(out / "table.md", table(cfg, summary, control) + "\n")
+    return res
+
+
+def regime(cfg: Config, pt: EnsembleResult, heldout: list[dict]) -> str:
+    """The panel's training regime, for table titles: PT steps done of the preset's, and held-out sFTA."""
+    sfta = float(np.mean([h["Original/sFTA"] for h in heldout]))
+    below = "; BELOW 0.7 held-out sFTA" if sfta < 0.7 else ""
+    return (f"{cfg.preset}, PT {int(pt.steps[-1])}/{BIOGRAPHY[cfg.preset].pt.steps} steps, held-out sFTA "
+            f"{sfta:.2f}{below}")
+
+
+def run(cfg: Config) -> dict:
+    out = pathlib.Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bundle = build_data(cfg.spec().scale.data_config(), cfg.cache_dir)
+    vocab = bio.object_vocabulary(bundle, cfg.objects)
+    pt, c = trained(cfg, bundle, "pt"), corpus(cfg, bundle, vocab)
+    held = dm.heldout(pt, bundle, cfg.spec().scale.em_docs)
+    res = {"config": dataclasses.asdict(cfg), "paper": dict(zip(("pearson", "spearman"), PAPER[cfg.attention])),
+           "heldout": held, "regime": regime(cfg, pt, held),
+           "training": {"pt_step": int(pt.steps[-1]), "pt_seconds": pt.seconds,
+                        "pt_final_loss": pt.losses[-1].tolist(), "pt_nonfinite_steps": pt.nonfinite.tolist()}}
+    if cfg.measures:
+        res["measures"], arrays = dm.panel(pt, bundle, vocab, c.slots, objects=cfg.objects, min_count=cfg.min_count,
+                                           measures=cfg.measures, num_boot=cfg.num_boot)
+        np.savez_compressed(out / "measures.npz", slots=c.slots, **arrays)
+        dm.write_atomic(out / "table_measures.md", dm.table(res["measures"], world=cfg.preset,
+                                                            attention=cfg.attention, paper=PAPER[cfg.attention],
+                                                            regime=res["regime"]) + "\n")
+    if cfg.legacy:
+        res |= legacy(cfg, pt, bundle, vocab, c, out)
+    dm.write_json(out / "di_attention.json", res)
     return res
 
 
 def parse(argv: list[str] | None) -> Config:
     ap = argparse.ArgumentParser(prog="cfka di-attention", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="smoke", choices=["smoke", "small", "paper"])
+    ap.add_argument("--preset", default="smoke", choices=list(BIOGRAPHY))
     ap.add_argument("--attention", default="softmax", choices=["softmax", "linear"])
     ap.add_argument("--seeds", type=int, default=8, help="ensemble size N (seeds 0 … N−1)")
     ap.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
@@ -305,15 +343,32 @@ def parse(argv: list[str] | None) -> Config:
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples per interval")
     ap.add_argument("--no-retention", action="store_true", help="skip the naive-CPT retention check")
     ap.add_argument("--streams", default="per_seed", choices=["per_seed", "shared"])
+    ap.add_argument("--measures", default=",".join(MEASURES),
+                    help=f"comma-separated attention measures ({', '.join(MEASURES)}); empty: none")
+    ap.add_argument("--skip-legacy", action="store_true",
+                    help="skip the original panel (context attention table, scatter, STOC link, retention)")
+    ap.add_argument("--pt-checkpoint", action="store_true",
+                    help="measure the newest checkpoint of a PT still in progress (OUT/pt/ckpt)")
     a = ap.parse_args(argv)
+    measures = tuple(m for m in a.measures.split(",") if m)
+    bad = [m for m in measures if m not in MEASURES]
+    if bad:
+        ap.error(f"--measures: unknown {bad}; choose from {', '.join(MEASURES)}")
     return Config(preset=a.preset, attention=a.attention, seeds=a.seeds, arch=a.arch, out=a.out,
                   cache_dir=a.cache_dir, pt_steps=a.pt_steps, cpt_steps=a.cpt_steps, objects=a.objects,
-                  min_count=a.min_count, num_boot=a.bootstrap, retention=not a.no_retention, streams=a.streams)
+                  min_count=a.min_count, num_boot=a.bootstrap, retention=not a.no_retention, streams=a.streams,
+                  measures=measures, legacy=not a.skip_legacy, pt_checkpoint=a.pt_checkpoint)
 
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse(argv)
     res = run(cfg)
+    print(f"regime: {res['regime']}")
+    if "measures" in res:
+        print(dm.table(res["measures"], world=cfg.preset, attention=cfg.attention, paper=PAPER[cfg.attention],
+                       regime=res["regime"]))
+    if not cfg.legacy:
+        return 0
     print(table(cfg, res["summary"], res["init_control"]))
     print(f"STOC overlap (top {cfg.stoc_fraction:.0%} selected vs lowest DI): {res['stoc']['overlap']['mean']:.3f} "
           f"± {res['stoc']['overlap']['sd']:.3f}, chance {res['stoc']['per_seed'][0]['chance']:.3f}")

@@ -144,3 +144,22 @@ def token_slots(bundle: DataBundle, split: str = "pt_train") -> np.ndarray:
     for t, attrs in template_vocabulary(bundle).items():
         slots[t] = SLOTS.index("relation" if len(attrs) == 1 else "template")
     return slots
+
+
+def sentence_start(idx_A: np.ndarray, idx2_A: np.ndarray, attr: int) -> int:
+    """Document position where the sentence of attribute ``attr`` begins: one past the end-of-sentence token after
+    the nearest earlier value (value spans ``idx … idx2`` exclusive; the token at ``idx2`` ends its sentence), or 0
+    for the document's first sentence. Every Biography sentence holds one value, so the span sentence_start …
+    idx[attr] − 1 is exactly that fact's subject + relation tokens (the name and the template words around it)."""
+    ends = idx2_A[idx2_A < idx_A[attr]]
+    return int(ends.max()) + 1 if ends.size else 0
+
+
+def fact_starts(bundle: DataBundle, split: str, ex: Examples) -> np.ndarray:
+    """Chunk position where each example's fact span begins (:func:`sentence_start`), cut at the chunk start like
+    the context; int64 (K,). The span fact … query of example k is its sentence up to the value."""
+    packed, _ = packed_split(bundle, split)
+    tok = bundle.splits[split]
+    sent = np.array([sentence_start(tok.idx[d], tok.idx2[d], a) for d, a in zip(ex.doc, ex.attr)], np.int64)
+    in_chunk = packed.doc_starts[ex.doc] + sent - ex.chunk * packed.seq_len
+    return np.maximum(in_chunk, ex.start).astype(np.int64)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 import time
 from typing import Any, Callable
@@ -36,11 +37,12 @@ from flax import nnx
 
 from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.data.pipeline import DataBundle
+from cfka_jax.jsonio import read_json_object
 from cfka_jax.models.layers import ATTENTION_KINDS
 from cfka_jax.runs.biography import build_model
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, Schedule, lookup, override
 from cfka_jax.runs.specs import ARCHS
-from cfka_jax.train.checkpoint import restore, save
+from cfka_jax.train.checkpoint import CheckpointDir, restore, save
 from cfka_jax.train.ensemble import (ENSEMBLE_MODES, init_ensemble, make_ensemble_step, member, member_sharding,
                                      shard_members, split_members, stack_members)
 from cfka_jax.train.optim import make_optimizer
@@ -140,9 +142,37 @@ def _batchers(spec: EnsembleSpec, bundle: DataBundle, docs, sched: Schedule, off
                          seed=s + offset, doc_mask=bundle.config.doc_mask) for s in seeds]
 
 
+def _write_json(path: pathlib.Path, obj) -> None:
+    """``obj`` as JSON at ``path``, atomically (a temporary file renamed over it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def _resume(ckpt: CheckpointDir | None, state, phase: str, num: int):
+    """``(state, start_step, logged, losses, nonfinite, seconds)`` from the newest checkpoint, or a fresh start."""
+    fresh = (state, 0, [], [], np.zeros(num, np.int64), 0.0)
+    found = ckpt.restore_latest(state) if ckpt is not None else None
+    if found is None:
+        return fresh
+    state, step = found
+    prog = read_json_object(ckpt.directory / f"progress-{step}.json", f"the {phase} progress record")
+    return (state, step, list(prog["steps"]), [np.asarray(x) for x in prog["losses"]],
+            np.asarray(prog["nonfinite"], np.int64), float(prog["seconds"]))
+
+
 def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, rest, params_E, *,
-                  log: Callable[[str], None] = print) -> EnsembleResult:
-    """Trains every member for the phase's schedule (``pt`` on ``pt_train``, ``cpt`` naive on ``cpt_train``)."""
+                  log: Callable[[str], None] = print, ckpt_dir: str | pathlib.Path | None = None,
+                  ckpt_every: int = 250) -> EnsembleResult:
+    """Trains every member for the phase's schedule (``pt`` on ``pt_train``, ``cpt`` naive on ``cpt_train``).
+
+    With ``ckpt_dir``, the stacked train state is checkpointed every ``ckpt_every`` steps (with the logged losses
+    beside it) and a killed run resumes from the newest intact checkpoint: batches are a pure function of the
+    step, so a resumed run equals an uninterrupted one.
+    """
+    if ckpt_every < 1:
+        raise ValueError(f"ckpt_every must be >= 1, got {ckpt_every}")
     sched: Schedule = getattr(spec.scale, phase)
     docs = bundle.splits[f"{phase}_train"].docs()
     tx = make_optimizer(sched.optim())
@@ -151,8 +181,12 @@ def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, 
     sharding = member_sharding(len(spec.seeds)) if spec.step_mode == "vmap" else None
     state = shard_members(init_ensemble(params_E, tx), sharding)
     batchers = _batchers(spec, bundle, docs, sched, offset=0 if phase == "pt" else 1)
-    logged, losses, nonfinite, t0 = [], [], np.zeros(len(spec.seeds), np.int64), time.perf_counter()
-    for t in range(sched.steps):
+    ckpt = CheckpointDir(ckpt_dir, keep=1) if ckpt_dir is not None else None
+    state, start, logged, losses, nonfinite, before = _resume(ckpt, state, phase, len(spec.seeds))
+    if start:
+        log(f"[{phase} {spec.attention} ×{len(spec.seeds)}] resumed at step {start} from {ckpt.directory}")
+    t0 = time.perf_counter() - before
+    for t in range(start, sched.steps):
         batch = batchers[0](t) if spec.streams == "shared" else stack_members([b(t) for b in batchers])
         state, metrics = step(state, batch)
         nonfinite += ~np.asarray(metrics["finite"])
@@ -161,21 +195,30 @@ def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, 
             losses.append(np.asarray(metrics["loss"]))
             log(f"[{phase} {spec.attention} ×{len(spec.seeds)}] step {t + 1}/{sched.steps} loss "
                 f"{losses[-1].mean():.3f} ({time.perf_counter() - t0:.0f}s)")
+        if ckpt is not None and (t + 1) % ckpt_every == 0 and t + 1 < sched.steps:
+            _write_json(ckpt.directory / f"progress-{t + 1}.json",
+                        {"steps": logged, "losses": [x.tolist() for x in losses], "nonfinite": nonfinite.tolist(),
+                         "seconds": time.perf_counter() - t0})
+            ckpt.save(t + 1, state)
+            for old in ckpt.directory.glob("progress-*.json"):
+                if int(old.stem.split("-")[1]) not in ckpt.steps():
+                    old.unlink()
     return EnsembleResult(spec, phase, graphdef, rest, state.params, np.asarray(logged), np.stack(losses),
                           nonfinite, time.perf_counter() - t0)
 
 
-def pretrain_ensemble(spec: EnsembleSpec, bundle: DataBundle, *, log: Callable[[str], None] = print
-                      ) -> EnsembleResult:
-    """PT of every member from its seed's initialisation (module docstring)."""
+def pretrain_ensemble(spec: EnsembleSpec, bundle: DataBundle, *, log: Callable[[str], None] = print,
+                      ckpt_dir: str | pathlib.Path | None = None) -> EnsembleResult:
+    """PT of every member from its seed's initialisation (module docstring); resumable with ``ckpt_dir``."""
     graphdef, params_E, rest = split_members(ensemble_models(spec, len(bundle.tokenizer)))
-    return train_members(spec, bundle, "pt", graphdef, rest, params_E, log=log)
+    return train_members(spec, bundle, "pt", graphdef, rest, params_E, log=log, ckpt_dir=ckpt_dir)
 
 
 def continual_ensemble(spec: EnsembleSpec, pt: EnsembleResult, bundle: DataBundle, *,
-                       log: Callable[[str], None] = print) -> EnsembleResult:
+                       log: Callable[[str], None] = print, ckpt_dir: str | pathlib.Path | None = None
+                       ) -> EnsembleResult:
     """Naive CPT of every member (the new population's training biographies alone) from its PT parameters."""
-    return train_members(spec, bundle, "cpt", pt.graphdef, pt.rest, pt.params_E, log=log)
+    return train_members(spec, bundle, "cpt", pt.graphdef, pt.rest, pt.params_E, log=log, ckpt_dir=ckpt_dir)
 
 
 def save_ensemble(path: str | pathlib.Path, result: EnsembleResult) -> None:
@@ -203,3 +246,22 @@ def load_ensemble(path: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBund
     params_E, _ = restore(path / "params", abstract)
     return EnsembleResult(spec, meta["phase"], graphdef, rest, params_E, np.asarray(meta["steps"]),
                           np.asarray(meta["losses"]), np.asarray(meta["nonfinite"]), float(meta["seconds"]))
+
+
+def load_checkpoint(ckpt_dir: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBundle, phase: str = "pt"
+                    ) -> EnsembleResult:
+    """The newest intact training checkpoint of a phase still in progress (``train_members(ckpt_dir=...)``), as an
+    :class:`EnsembleResult` whose ``steps[-1]`` is the checkpoint's step (of ``spec.scale.<phase>.steps``).
+
+    Raises:
+      ValueError: no checkpoint in ``ckpt_dir``.
+    """
+    graphdef, params_E, rest = split_members(ensemble_models(spec, len(bundle.tokenizer)))
+    sched: Schedule = getattr(spec.scale, phase)
+    ckpt = CheckpointDir(ckpt_dir, keep=1)
+    state, start, logged, losses, nonfinite, seconds = _resume(ckpt, init_ensemble(params_E, make_optimizer(
+        sched.optim())), phase, len(spec.seeds))
+    if not start:
+        raise ValueError(f"{ckpt_dir} holds no {phase} checkpoint of {spec}")
+    return EnsembleResult(spec, phase, graphdef, rest, state.params, np.asarray(logged), np.stack(losses),
+                          nonfinite, seconds)

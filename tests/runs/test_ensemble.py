@@ -60,3 +60,21 @@ def test_members_match_lone_pt_runs_and_round_trip(tmp_path):
     cpt = re.continual_ensemble(spec, pt, bundle, log=lambda _: None)
     assert cpt.phase == "cpt" and cpt.steps.tolist() == [1]
     jax.tree.map(np.testing.assert_array_equal, loaded.params_E, pt.params_E)  # PT arrays survive (no donation)
+
+
+@pytest.mark.slow  # ~1 min on an idle 2-core machine: two smoke ensembles of 12 steps compile
+def test_a_killed_ensemble_resumes_to_the_uninterrupted_result(tmp_path):
+    spec = re.EnsembleSpec(preset="smoke", seeds=(0, 1), log_every=2)
+    bundle = build_data(spec.scale.data_config(), tmp_path / "data")
+    whole = re.pretrain_ensemble(spec, bundle, log=lambda _: None)
+    ckpt = tmp_path / "ckpt"
+    with pytest.raises(ValueError, match="no pt checkpoint"):
+        re.load_checkpoint(ckpt, spec, bundle)
+    graphdef, params_E, rest = re.split_members(re.ensemble_models(spec, len(bundle.tokenizer)))
+    re.train_members(spec, bundle, "pt", graphdef, rest, params_E, log=lambda _: None, ckpt_dir=ckpt, ckpt_every=5)
+    mid = re.load_checkpoint(ckpt, spec, bundle)  # the run left its step-10 checkpoint, as a killed run would
+    assert int(mid.steps[-1]) == 10 and sorted(p.name for p in ckpt.iterdir()) == ["10", "progress-10.json"]
+    resumed = re.pretrain_ensemble(spec, bundle, log=lambda _: None, ckpt_dir=ckpt)
+    jax.tree.map(np.testing.assert_array_equal, resumed.params_E, whole.params_E)
+    np.testing.assert_array_equal(resumed.losses, whole.losses)
+    np.testing.assert_array_equal(resumed.steps, whole.steps)
