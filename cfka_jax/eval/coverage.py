@@ -45,3 +45,50 @@ def fact_coverage(texts: list[str], people) -> dict:
     return {"pt_people_named": len(named & original), "cpt_people_named": len(named - original),
             "pt_fact_coverage": len({f for f in voiced if f[0] in original}) / max(1, len(original) * num_attr),
             "true_values_per_mention": hits / max(1, mentions)}
+
+
+def name_mentions(texts: list[str], people) -> dict:
+    """Every "First M. Last" a corpus writes from the world's name parts, by who it names.
+
+    A mention is any first name of the world, a capital initial with a period and a last name of the world in a
+    row; it is *real old* when it is the full name of a PT person, *new* when of a CPT person, else *invented*
+    (a combination nobody holds: what a model writes when a prompt steers it to a name it does not know).
+
+    Returns:
+      ``name_mentions`` (count), ``names_real_old`` / ``names_new`` / ``names_invented`` (shares of the mentions).
+    """
+    firsts = {p.fullname.split(" ")[0] for p in people}
+    lasts = {p.fullname.split(" ", 2)[2] for p in people}
+    alt = lambda names: "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))  # noqa: E731
+    pattern = re.compile(rf"\b(?:{alt(firsts)}) [A-Z]\. (?:{alt(lasts)})\b")
+    kind = {p.fullname: ("names_real_old" if p.is_original else "names_new") for p in people}
+    counts = {"names_real_old": 0, "names_new": 0, "names_invented": 0}
+    for text in texts:
+        for m in pattern.finditer(text):
+            counts[kind.get(m.group(), "names_invented")] += 1
+    total = sum(counts.values())
+    return {"name_mentions": total, **{k: v / max(1, total) for k, v in counts.items()}}
+
+
+def interfered_coverage(voiced: set, split: dict) -> dict:
+    """Voiced share of the interfered old facts and of the rest (``split``: ``data/sharing.interfered_facts``),
+    and of the facts interfered by value and by name alone."""
+    out = {}
+    for key, want in (("interfered", True), ("rest", False)):
+        facts = [f for f, flags in split.items() if flags["interfered"] == want]
+        out[f"voiced/{key}"] = sum(f in voiced for f in facts) / max(1, len(facts))
+        out[f"facts/{key}"] = len(facts)
+    for flag in ("value", "name"):
+        facts = [f for f, flags in split.items() if flags[flag]]
+        out[f"voiced/{flag}"] = sum(f in voiced for f in facts) / max(1, len(facts))
+    return out
+
+
+def corpus_measures(texts: list[str], world) -> dict:
+    """All per-corpus measurements of issue #23 on the drawn replay ``texts`` of a Biography ``world``:
+    ``fact_coverage``, ``name_mentions`` and the interfered / rest split of the voiced old facts."""
+    from cfka_jax.data.sharing import interfered_facts
+
+    _, voiced, _, _ = voiced_facts(texts, world.people)
+    return {**fact_coverage(texts, world.people), **name_mentions(texts, world.people),
+            **interfered_coverage(voiced, interfered_facts(world))}

@@ -83,3 +83,25 @@ def test_shared_name_presets_reach_the_reference_sharing():
     assert stats["new_first_shared"] == 1.0 and stats["new_first_middle_shared"] >= 0.9
     default = name_sharing(generate_world(BIOGRAPHY["small"].data_config().bio))
     assert default["new_first_middle_shared"] < 0.05  # the default world: prefixes of new people are new
+
+
+def test_corpus_measures_on_the_hand_built_world():
+    from cfka_jax.eval.coverage import corpus_measures
+
+    people = (
+        Person(0, "Ann B. Cole", ("Reno, NV", "May 1, 1900", "MIT", "Law", "Acme"), True),
+        Person(1, "Bob C. Dunn", ("Troy, NY", "May 2, 1900", "Yale", "Art", "Zeta"), True),
+        Person(2, "Ann B. Moss", ("Waco, TX", "May 3, 1900", "Yale", "Law", "Beta"), False),
+    )
+    world = World(BiographyConfig(2, 1), people, (), (), (), ())
+    texts = ["Bob C. Dunn studied at Yale. Ann C. Cole works at Acme.", "Ann B. Moss was born in Waco, TX."]
+    m = corpus_measures(texts, world)
+    # three mentions: one real old person, one invented combination, one new person
+    assert m["name_mentions"] == 3
+    assert (m["names_real_old"], m["names_invented"], m["names_new"]) == pytest.approx((1 / 3, 1 / 3, 1 / 3))
+    # voiced: Bob's university only (Ann C. Cole is nobody, so Acme is not Ann B. Cole's fact)
+    assert m["pt_fact_coverage"] == pytest.approx(1 / 10)
+    # interfered: Ann's 5 facts (shared prefix) + Bob's university (shared value); Bob's university is voiced
+    assert (m["facts/interfered"], m["facts/rest"]) == (6, 4)
+    assert m["voiced/interfered"] == pytest.approx(1 / 6) and m["voiced/rest"] == 0.0
+    assert m["voiced/value"] == pytest.approx(1 / 2) and m["voiced/name"] == 0.0
