@@ -58,3 +58,15 @@ def test_smoke_panel_writes_json_table_and_scatter(tmp_path):
                              str(tmp_path / "data"), "--pt-steps", "2", "--cpt-steps", "1", "--bootstrap", "5",
                              "--min-count", "5"]))  # reuses the saved ensembles: the same numbers
     np.testing.assert_array_equal(again["summary"]["centred/cooccur"]["pearson"]["pooled"]["mean"], pooled["mean"])
+
+
+def test_measure_options_parse_and_refuse_unknown_names(tmp_path):
+    cfg = da.parse(["--preset", "names150", "--out", str(tmp_path), "--measures", "fact,occurrence", "--skip-legacy",
+                    "--pt-checkpoint"])
+    assert (cfg.measures, cfg.legacy, cfg.pt_checkpoint) == (("fact", "occurrence"), False, True)
+    assert da.parse(["--out", str(tmp_path)]).measures == da.MEASURES
+    assert da.parse(["--out", str(tmp_path), "--measures", ""]).measures == ()
+    with pytest.raises(SystemExit):
+        da.parse(["--out", str(tmp_path), "--measures", "fact,cosine"])
+    with pytest.raises(ValueError, match="measures"):
+        da.Config(measures=("fact", "fact"))
