@@ -70,7 +70,7 @@ def test_identification_metrics_on_perfect_and_reversed_scores():
 
 def test_model_config_validation():
     with pytest.raises(ValueError):
-        ModelConfig(arch="llama")
+        ModelConfig(arch="gpt2")  # not a registered family (llama is one)
     with pytest.raises(ValueError):
         dataclasses.replace(CFG, num_classes=0)
     assert ModelConfig(arch="pythia", hidden=16, heads=2, intermediate=24).build(CFG.vocab_size).cfg.vocab_size == 18 == CFG.vocab_size
