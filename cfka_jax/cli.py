@@ -1,6 +1,6 @@
 """The ``cfka`` command line: a thin shell over the library's runs, the proof checks and the experiment scripts.
 
-    cfka proofs [--out DIR] [--only NAME]     every proof check, one table, one PNG per lemma
+    cfka proofs [--out DIR] [--only NAME] [--extra FILE.py ...]   every proof check (and yours), one table
     cfka pt  --preset smoke|small|paper --out DIR                    Biography pre-training
     cfka cpt --preset P --method M --update U [--alpha A] --out DIR  continual pre-training
     cfka sweep  [ARGS...]                     the continual-theory sweep (experiments/theory_sweep.py)
@@ -30,18 +30,17 @@ DESCRIPTION = "Continual knowledge learning in language models: proof checks, Bi
 def _proofs(args: argparse.Namespace) -> int:
     import jax
 
-    from proofs_check.run_all import check_modules, report, run_all
+    from cfka_jax.claims import summary
+    from proofs_check.run_all import registry, report
 
-    if args.only and not any(args.only in name for name in check_modules()):
-        raise ValueError(f"no proof check matches --only {args.only!r} (checks: {', '.join(check_modules())})")
+    checks = registry(args.extra)  # a bad --extra file is an error before anything runs ...
+    checks.select(args.only)  # ... and so is an --only that matches no check
     jax.config.update("jax_enable_x64", True)  # an entry point: float64 for the whole proofs run
     out = pathlib.Path(args.out)
-    claims = run_all(out, only=args.only)
+    claims = checks.run(out, only=args.only)
     print(report(claims, out))
     failed = [c for c in claims if c.status == "FAIL"]
-    print(f"\n{len(claims)} claims: {sum(c.status == 'PASS' for c in claims)} PASS, "
-          f"{sum(c.status == 'REFUTED' for c in claims)} REFUTED (quoted forms that do not hold), "
-          f"{len(failed)} FAIL. Table and plots in {out}/")
+    print(f"\n{summary(claims)}. Table (txt, json, md, tex) and plots in {out}/")
     return 1 if failed else 0
 
 
@@ -171,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Every proof check in float64: one table (PASS / FAIL / REFUTED), one PNG per "
                                    "lemma. Exits 0 only when no claim fails.")
     p.add_argument("--out", default="runs/proofs", help="folder for proofs.txt and the PNG plots")
-    p.add_argument("--only", default=None, help="run only checks whose module name contains this")
+    p.add_argument("--only", default=None, help="run only checks whose name contains this")
+    p.add_argument("--extra", nargs="+", action="extend", default=[], metavar="FILE.py",
+                   help="also run your own checks: each file's @check functions, or its run(out_dir) (docs/proofs.md)")
     pt = sub.add_parser("pt", help="pre-train on the Biography PT population",
                         description="Pre-training on the Biography PT population (resumable).")
     _add_run_args(pt, "runs/pt-smoke-qwen")

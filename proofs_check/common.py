@@ -1,7 +1,7 @@
-"""Shared result type and helpers for the proof checks.
+"""The proof checks' shared entry point; the claim record and verdicts live in the public ``cfka_jax.claims``.
 
 A check script exposes ``run(out_dir: pathlib.Path) -> list[Claim]`` and a ``__main__`` that prints its rows and
-exits non-zero on any FAIL. Statuses:
+exits non-zero on any FAIL. Statuses (``cfka_jax/claims/record.py``):
 
 * PASS    — a claim the project makes, measured within tolerance;
 * FAIL    — a claim the project makes, not within tolerance;
@@ -12,66 +12,14 @@ exits non-zero on any FAIL. Statuses:
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 import sys
 
 import jax
 
+from cfka_jax.claims import Claim, at_least, format_table, holds, refuted, require_x64, save_figure
 
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    """One row of the proofs table.
-
-    Attributes:
-      lemma: short id of the lemma (e.g. 'conservation').
-      claim: what is asserted, in words.
-      measured: the measured error (or statistic).
-      tolerance: the bound the measured value is compared with.
-      status: 'PASS', 'FAIL' or 'REFUTED'.
-      detail: numbers that explain the row (free text).
-    """
-
-    lemma: str
-    claim: str
-    measured: float
-    tolerance: float
-    status: str
-    detail: str = ""
-
-
-def holds(lemma: str, claim: str, measured, tolerance: float, detail: str = "") -> Claim:
-    """A project claim: PASS iff measured ≤ tolerance."""
-    m = float(measured)
-    return Claim(lemma, claim, m, tolerance, "PASS" if m <= tolerance else "FAIL", detail)
-
-
-def refuted(lemma: str, claim: str, measured, tolerance: float, detail: str = "") -> Claim:
-    """A quoted formula the project says does not hold: REFUTED iff its error exceeds ``tolerance``."""
-    m = float(measured)
-    return Claim(lemma, claim, m, tolerance, "REFUTED" if m > tolerance else "FAIL", detail)
-
-
-def at_least(lemma: str, claim: str, measured, bound: float, detail: str = "") -> Claim:
-    """A project claim of the form measured ≥ bound (reported with tolerance = bound)."""
-    m = float(measured)
-    return Claim(lemma, claim, m, bound, "PASS" if m >= bound else "FAIL", detail)
-
-
-def require_x64() -> None:
-    """Proof checks separate maths from rounding: they run in float64 only."""
-    if not jax.config.read("jax_enable_x64"):
-        raise RuntimeError("proof checks need float64: run with JAX_ENABLE_X64=1 (or through `cfka proofs`)")
-
-
-def format_table(claims: list[Claim]) -> str:
-    """Plain-text table: lemma | claim | measured | tolerance | status."""
-    rows = [("lemma", "claim", "measured", "tolerance", "status")]
-    rows += [(c.lemma, c.claim, f"{c.measured:.3e}", f"{c.tolerance:.1e}", c.status) for c in claims]
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+__all__ = ["Claim", "at_least", "format_table", "holds", "main_for", "refuted", "require_x64", "save_figure"]
 
 
 def main_for(run, default_out: str) -> None:
@@ -85,14 +33,3 @@ def main_for(run, default_out: str) -> None:
         if c.detail:
             print(f"[{c.lemma}] {c.detail}")
     sys.exit(1 if any(c.status == "FAIL" for c in claims) else 0)
-
-
-def save_figure(fig, out_dir: pathlib.Path, name: str) -> pathlib.Path:
-    """Writes ``fig`` as ``out_dir/name.png`` and closes it."""
-    import matplotlib.pyplot as plt
-
-    path = pathlib.Path(out_dir) / f"{name}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

@@ -1,8 +1,9 @@
-"""Runs every proof check (``proofs_check/check_*.py``) and prints one table.
+"""Runs every proof check (``proofs_check/check_*.py``), and any of yours, into one table.
 
-    JAX_ENABLE_X64=1 python -m proofs_check.run_all OUT_DIR      (or: cfka proofs --out OUT_DIR)
+    JAX_ENABLE_X64=1 python -m proofs_check.run_all OUT_DIR      (or: cfka proofs --out OUT_DIR [--extra FILE.py])
 
-Exit status 0 iff no row is FAIL (REFUTED rows are the project's claims that a quoted formula does not hold).
+Writes OUT_DIR/proofs.txt, .json, .md, .tex and the plots. Exit status 0 iff no row is FAIL (REFUTED rows are the
+project's claims that a quoted formula does not hold).
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ from __future__ import annotations
 import importlib
 import pathlib
 import pkgutil
-import time
 
 import proofs_check
-from proofs_check.common import Claim, format_table, require_x64
+from cfka_jax.claims import Check, Claim, Registry, format_report, load_checks, require_x64, write_tables
 
 
 def check_modules() -> list[str]:
@@ -22,27 +22,32 @@ def check_modules() -> list[str]:
     return sorted(names)
 
 
-def run_all(out_dir: pathlib.Path, only: str | None = None, log=print) -> list[Claim]:
+def _lazy(name: str):
+    """The module's ``run``, imported only when the check runs (so --only skips the others' imports)."""
+    return lambda out_dir: importlib.import_module(f"proofs_check.{name}").run(out_dir)
+
+
+def registry(extra: list[str] = ()) -> Registry:
+    """Our checks (by module name) followed by the checks of the ``extra`` files."""
+    reg = Registry([Check(name, _lazy(name), f"proofs_check/{name}.py") for name in check_modules()])
+    for path in extra:
+        for item in load_checks(path):
+            reg.add(item)
+    return reg
+
+
+def run_all(out_dir: pathlib.Path, only: str | None = None, log=print, extra: list[str] = ()) -> list[Claim]:
     """Runs the checks (those whose name contains ``only``, if given) writing plots under ``out_dir``."""
     require_x64()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    claims: list[Claim] = []
-    for name in check_modules():
-        if only and only not in name:
-            continue
-        start = time.perf_counter()
-        mod = importlib.import_module(f"proofs_check.{name}")
-        rows = mod.run(out_dir)
-        log(f"{name}: {len(rows)} claims in {time.perf_counter() - start:.1f}s")
-        claims.extend(rows)
-    return claims
+    reg = registry(extra)
+    reg.select(only)  # an unknown --only is an error before anything runs
+    return reg.run(out_dir, only=only, log=log)
 
 
 def report(claims: list[Claim], out_dir: pathlib.Path) -> str:
-    """The table plus the detail lines; also written to ``out_dir/proofs.txt``."""
-    text = format_table(claims) + "\n\n" + "\n".join(f"[{c.lemma}] {c.detail}" for c in claims if c.detail)
-    (out_dir / "proofs.txt").write_text(text + "\n")
-    return text
+    """The table plus the detail lines; also written to ``out_dir/proofs.{txt,json,md,tex}``."""
+    write_tables(claims, out_dir)
+    return format_report(claims)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,8 @@ EXPECTED_REFUTED = {
     "check_geometry_energy": 0, "check_geometry_onestep": 0, "check_geometry_readout": 0, "check_geometry_tied": 1,
     # the ports' conservation laws: the quoted squared-rate form is refuted when per-block rates differ
     "check_port_invariants": 1,
+    # independent routes: diffrax's Dopri8 beside our RK4, sympy's derivatives beside jax.grad
+    "check_diffrax": 0, "check_symbolic_grad": 0,
 }
 
 

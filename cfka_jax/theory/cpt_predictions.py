@@ -27,7 +27,7 @@ What is closed form and what is computed:
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +38,7 @@ from cfka_jax.theory.cpt import (ContinualWorlds, FactSet, active_block, cpt_gra
 from cfka_jax.theory.dynamics import spectrum
 from cfka_jax.theory.model import YZParams, yz_logits
 from cfka_jax.theory.optimum import bayes_posterior, reference_optimum
+from cfka_jax.theory.predictor import Predictor
 
 
 def _model_probs(Y, worlds: ContinualWorlds) -> Float[Array, "C O"]:
@@ -173,7 +174,7 @@ def gradient_covariance(worlds: ContinualWorlds, joint, Y) -> Float[Array, "N N"
     return (g_PN * w[:, None]).T @ g_PN - jnp.outer(mean, mean)
 
 
-def sgd_covariance(H, G, eta_y, batch_size: int) -> Callable[[jax.Array], jax.Array]:
+def sgd_covariance(H, G, eta_y, batch_size: int) -> Predictor:
     """Factory: Cov e(t) of e(t+1) = (I − ηH) e(t) − η g_t, Cov g = G/n, from e(0) = 0.
 
     In the eigenbasis of H (a_i = 1 − η λ_i): Σ̃_ij(t) = (η²/n) G̃_ij (1 − (a_i a_j)^t) / (1 − a_i a_j); null modes

@@ -23,13 +23,14 @@ K_ss = z_s² δ̄_s H̃_s with δ̄_s = Pr(s ∈ X) and H̃_s = E[H̃_X | s ∈ 
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from cfka_jax.shapes import Array, Float
 from cfka_jax.theory.model import YZParams, yz_loss
+from cfka_jax.theory.predictor import Predictor
 from cfka_jax.theory.world import FactWorld, full_batch
 
 
@@ -89,7 +90,7 @@ def _lift(v: Float[Array, " N"], t: Float[Array, "*R 1"]) -> Float[Array, "*R N"
     return v.reshape((1,) * (t.ndim - 1) + v.shape)
 
 
-def error_evolution(K, e0, eta_y, *, mode: str = "gd") -> Callable[[jax.Array], jax.Array]:
+def error_evolution(K, e0, eta_y, *, mode: str = "gd") -> Predictor:
     """Factory for the mean error trajectory e(t) of the linearised dynamics.
 
     Args:
@@ -123,7 +124,7 @@ def null_projection(K, e0):
     return (jnp.where(spec.positive, 0.0, 1.0) * c0) @ spec.evecs.T
 
 
-def error_covariance(K, eta_y, batch_size: int):
+def error_covariance(K, eta_y, batch_size: int) -> Predictor:
     """Factory for Cov e(t) of minibatch SGD started at e(0) deterministic (linear regime).
 
     Σ_t = Σ_{j<t} (I − ηK)^j (η²/n) K (I − ηK)^j; along an eigenvector with eigenvalue λ the variance is
@@ -171,7 +172,7 @@ def token_factor(block: TokenBlock, eta_y, *, z_power: int) -> Float[Array, "O O
     return jnp.eye(n, dtype=block.H_tilde.dtype) - eta_y * block.z**z_power * block.delta * block.H_tilde
 
 
-def token_error_evolution(block: TokenBlock, e0_s, eta_y, *, z_power: int = 2):
+def token_error_evolution(block: TokenBlock, e0_s, eta_y, *, z_power: int = 2) -> Predictor:
     """Factory: e_s(t) = (I − η_Y z_s^p δ̄_s H̃_s)^t e_s(0), the single-token product formula with constant H̃."""
     evals, evecs = jnp.linalg.eigh(block.H_tilde)
     rate = eta_y * block.z**z_power * block.delta * evals
