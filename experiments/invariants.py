@@ -22,8 +22,8 @@ Writes ``OUT/invariants.json`` and ``OUT/invariants.png`` (default OUT: ``RUN_DI
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +35,8 @@ from cfka_jax.lm_theory.invariants import port_invariants, relative_drift
 from cfka_jax.runs.biography import build_model
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.presets import BIOGRAPHY
-from cfka_jax.train.checkpoint import CheckpointDir, restore
+from cfka_jax import jsonio
+from cfka_jax.train.checkpoint import CheckpointDir, CheckpointUnreadable, restore
 from cfka_jax.train.step import master_params
 
 
@@ -43,6 +44,10 @@ def _run_config(run: pathlib.Path) -> dict:
     stored = RunFolder(run).read_json("config.json")
     if stored is None or "run" not in stored or "preset" not in stored.get("run", {}):
         raise RunFolderError(f"{run} holds no Biography run (no config.json with a run spec)")
+    preset = stored["run"]["preset"]
+    if not isinstance(preset, str) or preset not in BIOGRAPHY:
+        raise RunFolderError(f"{run / 'config.json'}: key 'run.preset' = {preset!r} is not a Biography preset "
+                             f"(known: {', '.join(BIOGRAPHY)})")
     return stored["run"]
 
 
@@ -69,7 +74,11 @@ def snapshots(run: pathlib.Path, cache_dir: str | None = None) -> tuple[object, 
     out = [] if start is None else [(0, label, start)]
     ckpts = CheckpointDir(run / "checkpoints")
     for step in ckpts.steps():
-        params, _ = restore(ckpts.directory / str(step), abstract, under=("params",))
+        try:
+            params, _ = restore(ckpts.directory / str(step), abstract, under=("params",))
+        except CheckpointUnreadable as err:  # a damaged checkpoint is skipped, named; another structure is an error
+            warnings.warn(f"skipping {err}", stacklevel=2)
+            continue
         out.append((step, "checkpoint", params))
     if (run / "params").is_dir():
         params, step = restore(run / "params", abstract)
@@ -122,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg, snaps = snapshots(run, a.cache_dir)
     res = drifts(cfg, snaps)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "invariants.json").write_text(json.dumps(res, indent=1))
+    jsonio.write_json_atomic(out / "invariants.json", res, indent=1)
     plot(res, out, f"{run.name}: {type(cfg).__name__}, {cfg.num_hidden_layers} layers")
     last = {k: v[-1] for k, v in res["relative_drift"].items()}
     print("relative drift at the last snapshot: " + ", ".join(f"{k} {v:.3g}" for k, v in sorted(last.items())))

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from cfka_jax import jsonio
 from cfka_jax.continual.ckl_setup import meta_setup, merged_phi
 from cfka_jax.continual.peft import LoRAConfig
 from cfka_jax.continual.taalm import AdamWConfig, MetaConfig, MetaTrainConfig, PhiConfig, meta_train, save_phi
@@ -37,7 +38,9 @@ from cfka_jax.continual.taalm.twppl import twppl_loss
 from cfka_jax.continual.taalm.weights import phi_token_weights
 from cfka_jax.data.biography import load_templates
 from cfka_jax.data.pipeline import build_data
+from cfka_jax.data.tokenize import tokenizer_fingerprint
 from cfka_jax.eval.batches import right_pad
+from cfka_jax.provenance import KEY, check_made_from, fingerprint
 from cfka_jax.runs.biography import build_model, continual
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY
@@ -84,8 +87,7 @@ PRESETS = {
 
 
 def _json(path: pathlib.Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=1, default=float))
+    jsonio.write_json_atomic(path, obj, indent=1, default=float)  # a kill never leaves a torn result file
 
 
 def pt_model(cfg: BioTaalmConfig, bundle) -> nnx.Module:
@@ -100,11 +102,23 @@ def pt_model(cfg: BioTaalmConfig, bundle) -> nnx.Module:
     return model
 
 
+def made_from(cfg: BioTaalmConfig, bundle) -> dict:
+    """φ's provenance: the tokenizer, the world, the PT run it starts from (its identity and step) and the pairs."""
+    return {"tokenizer": tokenizer_fingerprint(bundle.tokenizer), "world": fingerprint(
+        dataclasses.asdict(bundle.world.config)), **RunFolder(cfg.pt_dir).identity(),
+        "pairs": fingerprint([cfg.people, cfg.probes_per_person, cfg.pair_seed, dataclasses.asdict(cfg.phi),
+                              dataclasses.asdict(cfg.theta_lora), dataclasses.asdict(cfg.metatrain)])}
+
+
 def phi_stage(cfg: BioTaalmConfig, bundle, model) -> pathlib.Path:
-    """Meta-train φ on made-up people's pairs (module docstring), unless ``out/phi`` exists."""
+    """Meta-train φ on made-up people's pairs (module docstring), unless ``out/phi`` holds the φ of this PT run
+    and these settings (another one is refused, naming ``--biography`` and the folder)."""
     out = pathlib.Path(cfg.out)
     folder = out / "phi"
+    expected = made_from(cfg, bundle)
     if (folder / "phi.json").exists():
+        meta = jsonio.read_json_object(folder / "phi.json", "a φ record (JSON object)")
+        check_made_from(meta.get(KEY), expected, flag=f"--biography {cfg.pt_dir} with --out", folder=folder)
         return folder
     people = extra_people(bundle.world, cfg.people, seed=cfg.pair_seed)
     pairs, stats = biography_pairs(people, load_templates(bundle.world.config), bundle.tokenizer,
@@ -112,9 +126,10 @@ def phi_stage(cfg: BioTaalmConfig, bundle, model) -> pathlib.Path:
     setup = meta_setup(model, cfg.phi, cfg.theta_lora)
     t0 = time.perf_counter()
     res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, cfg.metatrain, progress=cfg.progress)
-    save_phi(folder, merged_phi(setup, res.phi), cfg.phi, step=res.best_step, extra={"pairs": stats})
     _json(out / "metatrain.json", {"best_step": res.best_step, "wall_s": time.perf_counter() - t0, "pairs": stats,
                                    "history": res.history, "validation": res.validation})
+    save_phi(folder, merged_phi(setup, res.phi), cfg.phi, step=res.best_step, extra={"pairs": stats},
+             made_from=expected)  # phi.json last: it marks a finished stage
     return folder
 
 
@@ -175,13 +190,13 @@ def write_table(cfg: BioTaalmConfig, results: dict, stats: dict, rows) -> str:
     head = "| run | " + " | ".join(METRICS) + " |\n|---|" + "---|" * len(METRICS) + "\n"
     body = "".join(f"| {name} | " + " | ".join("–" if r[k] is None else f"{r[k]:.4f}" for k in METRICS) + " |\n"
                    for name, r in results.items())
-    meta = json.loads((out / "metatrain.json").read_text()) if (out / "metatrain.json").exists() else {}
+    meta = jsonio.read_json_object(out / "metatrain.json") if (out / "metatrain.json").exists() else {}
     text = (f"# TAALM φ in a Biography CPT run, preset {cfg.preset}\n\nφ: meta-step {meta.get('best_step')}, pairs "
             f"{json.dumps(meta.get('pairs'))}; on {stats['docs']} CPT training biographies its mean weight is "
             f"{stats['w_value_mean']:.3g} on value tokens and {stats['w_other_mean']:.3g} on the others (90th "
             f"percentile {stats['w_other_p90']:.3g}; median share of a document's weight on its values "
             f"{stats['value_share_median']:.3f})\n\n{head}{body}")
-    (out / "table.md").write_text(text)
+    jsonio.write_text_atomic(out / "table.md", text)
     _json(out / "table.json", {"preset": cfg.preset, "method": cfg.method, "phi_weights": stats, "runs": results,
                                "phi_best_step": meta.get("best_step"), "phi_validation": meta.get("validation")})
     if rows:
@@ -193,7 +208,8 @@ def write_table(cfg: BioTaalmConfig, results: dict, stats: dict, rows) -> str:
 def run(cfg: BioTaalmConfig, *, phi_only: bool = False) -> dict:
     bundle = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
     phi_dir = phi_stage(cfg, bundle, pt_model(cfg, bundle))
-    stats, rows = value_weight_stats(phi_token_weights(phi_dir, vocab_size=len(bundle.tokenizer)), bundle)
+    stats, rows = value_weight_stats(phi_token_weights(phi_dir, vocab_size=len(bundle.tokenizer),
+                                                       tokenizer=bundle.tokenizer, flag="--out"), bundle)
     results = {} if phi_only else cpt_stage(cfg, bundle, phi_dir)
     write_table(cfg, results, stats, rows)
     return {"phi_weights": stats, "runs": results}

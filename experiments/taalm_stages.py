@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import shutil
 import time
 
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.continual.ckl import Period, Stream, run_lama_ckl, run_temporalwiki
 from cfka_jax.continual.ckl_methods import Method, build_theta
 from cfka_jax.continual.ckl_setup import meta_setup, merged_phi, pair_set
@@ -18,15 +20,21 @@ from cfka_jax.continual.taalm.phi import make_weights_fn, phi_trainable, split_t
 from cfka_jax.data.ckl_encode import encode
 from cfka_jax.data.lama_ckl import CKLSets, read_lama_ckl, select_ckl
 from cfka_jax.data.temporalwiki import synthetic_periods
-from cfka_jax.data.tokenize import load_tokenizer, train_word_tokenizer
+from cfka_jax.data.tokenize import load_tokenizer, tokenizer_fingerprint, train_word_tokenizer
+from cfka_jax.provenance import KEY, check_made_from, fingerprint
 from experiments import taalm_report as report
 
 _RESUMABLE = ("progress", "methods", "twiki_methods", "out")
 
 
 def _json(path: pathlib.Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=1, default=float))
+    """A result file, written atomically (a kill leaves the old file or the new one, never a torn one)."""
+    jsonio.write_json_atomic(path, obj, indent=1, default=float)
+
+
+def _read(path: pathlib.Path) -> dict:
+    """A result file of an earlier (interrupted) run; unreadable: one error naming the file and line."""
+    return jsonio.read_json_object(path, "a TAALM result (JSON object)")
 
 
 def slug(name: str) -> str:
@@ -38,18 +46,24 @@ def check_config(out: pathlib.Path, cfg) -> None:
     new = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _RESUMABLE}
     path = out / "config.json"
     if path.exists():
-        old = {k: v for k, v in json.loads(path.read_text()).items() if k not in _RESUMABLE}
+        old = {k: v for k, v in _read(path).items() if k not in _RESUMABLE}
         new = json.loads(json.dumps(new))
-        if any(new[k] != old[k] for k in set(new) & set(old)):  # fields added since the folder was made pass
-            raise ValueError(f"{out} was made with other settings (config.json); use another --out")
+        diff = sorted(k for k in set(new) & set(old) if new[k] != old[k])  # fields added since the folder pass
+        if diff:
+            raise ValueError(f"--out {out} was made with other settings ({path}: {', '.join(diff)} differ); use "
+                             f"another --out")
     _json(path, dataclasses.asdict(cfg))
 
 
 def tokenizer(out: pathlib.Path, world):
     folder = out / "tokenizer"
-    if (folder / "tokenizer.json").exists():
+    if folder.is_dir():
         return load_tokenizer(folder)
-    return train_word_tokenizer(world.tokenizer_texts(), folder)
+    tmp = out / "tokenizer.tmp"  # trained aside and renamed whole: a kill never leaves a half-written tokenizer
+    shutil.rmtree(tmp, ignore_errors=True)
+    train_word_tokenizer(world.tokenizer_texts(), tmp)
+    tmp.rename(folder)
+    return load_tokenizer(folder)
 
 
 def select_sets(out: pathlib.Path, world, score_fn, strict: bool) -> CKLSets:
@@ -57,7 +71,7 @@ def select_sets(out: pathlib.Path, world, score_fn, strict: bool) -> CKLSets:
     names = ("variant", "invariant_descriptive", "train_attention_traindata")
     if (folder / "stats.json").exists():
         rows = [read_lama_ckl(folder / f"{n}.jsonl") for n in names]
-        return CKLSets(*rows, json.loads((folder / "stats.json").read_text()))
+        return CKLSets(*rows, _read(folder / "stats.json"))
     sets = select_ckl(world, score_fn(), strict=strict)
     sets.write(folder)
     _json(folder / "stats.json", sets.stats)
@@ -79,7 +93,10 @@ class PhiHandle:
 def phi_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets):
     """Meta-train φ (or load ``out/phi``)."""
     folder = out / "phi"
+    made_from = {"tokenizer": tokenizer_fingerprint(tok), "world": fingerprint(dataclasses.asdict(cfg.data)),
+                 "theta0": fingerprint([dataclasses.asdict(cfg.model), dataclasses.asdict(cfg.pt)])}
     if (folder / "phi.json").exists():
+        check_made_from(_read(folder / "phi.json").get(KEY), made_from, flag="--out", folder=folder)
         phi, _, _ = load_phi(folder)
     else:
         setup = meta_setup(model, cfg.phi, cfg.theta_lora)
@@ -87,9 +104,10 @@ def phi_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets):
         t0 = time.perf_counter()
         res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, cfg.metatrain, progress=cfg.progress)
         phi = merged_phi(setup, res.phi)
-        save_phi(folder, phi, cfg.phi, step=res.best_step, extra={"pairs": len(pairs.d)})
         _json(out / "metatrain.json", {"best_step": res.best_step, "wall_s": time.perf_counter() - t0,
                                        "history": res.history, "validation": res.validation})
+        # phi.json last: its presence marks a finished stage (a kill before it re-runs the stage)
+        save_phi(folder, phi, cfg.phi, step=res.best_step, extra={"pairs": len(pairs.d)}, made_from=made_from)
     pg, train, frozen, rest = split_trainable(phi, phi_trainable(phi, lora=cfg.phi.lora is not None))
     return phi, PhiHandle(make_weights_fn(pg, rest), train, frozen)
 
@@ -117,7 +135,7 @@ def lama_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, handle: PhiHan
     for name in cfg.methods:
         path = out / "lama" / f"{slug(name)}.json"
         if path.exists():
-            results[name] = json.loads(path.read_text())
+            results[name] = _read(path)
             continue
         method = Method.parse(name)
         t0 = time.perf_counter()
@@ -147,7 +165,9 @@ def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, se
     for name in cfg.twiki_methods:
         path = out / "twiki" / f"{slug(name)}.json"
         if path.exists():
-            results[name] = json.loads(path.read_text())
+            results[name] = jsonio.read_json(path)
+            if not isinstance(results[name], list) or not results[name]:
+                raise ValueError(f"{path}: expected a non-empty JSON list of periods (a damaged result file)")
             continue
         method = Method.parse(name)
         theta = build_theta(model, method, cfg.theta_lora, cfg.twiki.kadapter)
@@ -173,7 +193,7 @@ def write_reports(out: pathlib.Path, cfg, lama: dict, tw: dict, sets: CKLSets, p
                   handle: PhiHandle, tok) -> None:
     stats = weight_stats(handle, tok, sets.to_learn)
     meta_path = out / "metatrain.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta = _read(meta_path) if meta_path.exists() else {}
     oracle_misses = encode(tok, [r.evidence for r in sets.to_learn], [r.object for r in sets.to_learn]).empty
     summary = {"preset": cfg.preset, "selection": sets.stats, "pt_final": pt_record, "phi_weights": stats,
                "oracle_empty_masks": oracle_misses,
@@ -188,7 +208,7 @@ def write_reports(out: pathlib.Path, cfg, lama: dict, tw: dict, sets: CKLSets, p
             f"{stats['w_other_mean']:.3f} (90th percentile {stats['w_other_p90']:.3f}); φ checkpoint of meta-step "
             f"{meta.get('best_step')}\n\n## LAMA-CKL (ours vs paper, Llama-2-7B)\n\n{report.lama_markdown(lama)}\n\n"
             f"## TemporalWiki (changed / unchanged object NLL; paper: TinyLlama-1.1B)\n\n{report.twiki_markdown(tw)}\n")
-    (out / "table.md").write_text(text)
+    jsonio.write_text_atomic(out / "table.md", text)
     if lama:
         report.plot_accuracy(lama, out / "accuracy.png")
     rows = []

@@ -145,7 +145,7 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
         raise ValueError("a loss_fn was given and the spec names a token objective (token_weights / energy_tau)")
     folder.check(spec, p)
     bundle = _data(p, spec.cache_dir, data)
-    objective, add_weights = methods.token_objective(spec, len(bundle.tokenizer))
+    objective, add_weights = methods.token_objective(spec, len(bundle.tokenizer), bundle.tokenizer)
     model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
     params = _pt_params(spec, p, pt, model, bundle)
     folder.start(spec, p)

@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 
+from cfka_jax import jsonio
 from cfka_jax.train.checkpoint import CheckpointDir, CheckpointError, restore, save
 from cfka_jax.train.loop import MetricsLog
 
@@ -77,12 +78,9 @@ class RunFolder:
         if not path.exists():
             return None
         try:
-            value = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise RunFolderError(f"{path}: not valid JSON ({err})") from None
-        if not isinstance(value, dict):
-            raise RunFolderError(f"{path}: expected a JSON object, got {type(value).__name__}")
-        return value
+            return jsonio.read_json_object(path, "a JSON object")
+        except ValueError as err:  # names the file and line
+            raise RunFolderError(str(err)) from None
 
     def check(self, run: Any, preset: Any) -> bool:
         """Whether the folder already holds this run (False: empty or absent). Writes nothing.
@@ -108,17 +106,32 @@ class RunFolder:
         if not self.check(run, preset) and jax.process_index() == 0:  # multi-host: one writer
             self.path.mkdir(parents=True, exist_ok=True)
             new = {"run": _jsonable(run), "preset": _jsonable(preset)}
-            (self.path / "config.json").write_text(json.dumps(new, indent=1))
+            jsonio.write_json_atomic(self.path / "config.json", new, indent=1)
 
     def final(self) -> dict | None:
         return self.read_json("final.json")
 
+    def identity(self) -> dict:
+        """``{"parent_run": <fingerprint of the stored config minus the fields that change no result>,
+        "parent_step": <the finished run's step>}``: the provenance an artefact made from this run's parameters
+        records (``cfka_jax.provenance``); the same run in another folder has the same identity.
+
+        Raises:
+          RunFolderError: the folder holds no finished run (no config.json or final.json).
+        """
+        from cfka_jax.provenance import fingerprint
+
+        config, final = self.read_json("config.json"), self.final()
+        if config is None or final is None:
+            raise RunFolderError(f"{self.path} holds no finished run (config.json and final.json)")
+        run = {k: v for k, v in (config.get("run") or {}).items() if k not in IGNORED}
+        return {"parent_run": fingerprint({"run": run, "preset": config.get("preset")}),
+                "parent_step": final.get("step")}
+
     def write_final(self, final: dict) -> None:
         if jax.process_index() != 0:
             return
-        tmp = self.path / "final.json.tmp"
-        tmp.write_text(json.dumps(final, indent=1))
-        tmp.replace(self.path / "final.json")
+        jsonio.write_json_atomic(self.path / "final.json", final, indent=1)
 
     def save_params(self, params: Any, step: int) -> None:
         """Export the final parameters alone (``params/``), e.g. of a finished pre-training run."""

@@ -118,13 +118,14 @@ def check_token_weights(spec: CPTSpec) -> None:
                          f"folder (`cfka taalm` writes one under <out>/phi)")
 
 
-def token_objective(spec: CPTSpec, vocab_size: int):
+def token_objective(spec: CPTSpec, vocab_size: int, tokenizer=None):
     """``(loss_fn, add_weights)``: the step's ``loss_fn(logits_BSV, batch)`` and a batch transform (identity
     unless φ's token weights are added as ``batch['token_weights']``).
 
     * plain: mean next-token NLL over the targets (``train.step.token_nll_loss``);
     * ``token_weights``: TWPPL, per sequence ``Σ w·m·nll / (Σ w·m + ε)`` averaged over sequences, with
-      ``w = φ(tokens)`` of the frozen φ in ``spec.token_weights`` (``continual/taalm/twppl.py``);
+      ``w = φ(tokens)`` of the frozen φ in ``spec.token_weights`` (``continual/taalm/twppl.py``); given the
+      run's ``tokenizer``, φ must record that tokenizer's fingerprint (a φ over other tokens is refused);
     * ``energy_tau``: tokens whose update energy ``E = ‖e_y − softmax(z)‖²`` (same forward, detached) is ≥ τ are
       dropped from the loss, normalised by all supervised tokens or the kept ones (``geometry/energy.py``).
     """
@@ -132,7 +133,7 @@ def token_objective(spec: CPTSpec, vocab_size: int):
         from cfka_jax.continual.taalm.twppl import twppl_loss
         from cfka_jax.continual.taalm.weights import phi_token_weights
 
-        weights = phi_token_weights(spec.token_weights, vocab_size=vocab_size)
+        weights = phi_token_weights(spec.token_weights, vocab_size=vocab_size, tokenizer=tokenizer)
         return twppl_loss, lambda batch: {**batch, "token_weights": weights(batch)}
     if spec.energy_tau is not None:
         from cfka_jax.geometry.energy import EnergyMaskConfig, make_energy_loss

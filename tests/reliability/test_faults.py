@@ -189,7 +189,7 @@ def test_run_folder_refuses_another_run_naming_the_fields(tmp_path):
 
 def test_damaged_run_files_are_named(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(RunFolderError, match="config.json: not valid JSON"):
+    with pytest.raises(RunFolderError, match=r"config.json, line 1: invalid JSON"):
         RunFolder(tmp_path).start(_Spec(), {})
     (tmp_path / "config.json").write_text("[1, 2]")
     with pytest.raises(RunFolderError, match="expected a JSON object"):

@@ -127,3 +127,53 @@ def test_bpe_vocabulary_larger_than_the_corpus_makes_is_refused_before_writing(t
         train_word_tokenizer(["the cat sat on the mat", "a dog sat on the log"] * 5, tmp_path / "tok",
                              bpe_vocab=10_000_000)
     assert not (tmp_path / "tok").exists()
+
+
+# ------------------------------------------------------------------------------ damaged files of run folders
+
+
+def _cli(argv, capsys) -> tuple[int, str]:
+    code = cli.main(argv)
+    return code, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize("text,fragment", [('{"run": {"preset": "huge", "arch": "qwen"}}', "'run.preset' = 'huge'"),
+                                           ('{"run": {"preset": "smoke", "arch"', "line 1: invalid JSON"),
+                                           (b"\xff\xfe{}", "invalid UTF-8")])
+def test_invariants_on_a_bad_run_config_exits_2_naming_the_file(text, fragment, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_bytes(text if isinstance(text, bytes) else text.encode())
+    before = _listing(tmp_path)
+    code, err = _cli(["invariants", str(run)], capsys)
+    assert code == 2 and str(run / "config.json") in err and fragment in err and "\n" not in err, err
+    assert _listing(tmp_path) == before
+
+
+def test_taalm_folder_with_a_torn_config_or_result_names_the_file(tmp_path, capsys):
+    from experiments import taalm_stages
+
+    out = tmp_path / "taalm"
+    out.mkdir()
+    (out / "config.json").write_text('{"preset": "smoke", "data": {')
+    before = _listing(tmp_path)
+    code, err = _cli(["taalm", "--preset", "smoke", "--out", str(out), "--no-progress"], capsys)
+    assert code == 2 and f"{out / 'config.json'}, line 1: invalid JSON" in err, err
+    assert _listing(tmp_path) == before
+    torn = out / "lama" / "taalm.json"
+    torn.parent.mkdir()
+    torn.write_text('{"summary": {"top_acc": 0.')
+    with pytest.raises(ValueError, match=r"lama/taalm\.json, line 1: invalid JSON"):
+        taalm_stages._read(torn)
+
+
+def test_taalm_folder_of_other_settings_names_the_folder_and_fields(tmp_path, capsys):
+    import dataclasses
+
+    from experiments import taalm, taalm_stages
+
+    out = tmp_path / "taalm"
+    taalm_stages.check_config(out, taalm.preset("smoke", str(out)))
+    other = dataclasses.replace(taalm.preset("smoke", str(out)), review="disjoint")
+    with pytest.raises(ValueError, match=rf"--out {out} was made with other settings .*review differ"):
+        taalm_stages.check_config(out, other)

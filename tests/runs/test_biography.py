@@ -130,9 +130,12 @@ def test_cpt_with_phi_token_weights_and_replay(pt_run):
 
     root, _ = pt_run
     p = BIOGRAPHY["smoke"]
-    vocab = len(build_data(p.data_config(), str(root / "cache")).tokenizer)
+    from cfka_jax.data.tokenize import tokenizer_fingerprint
+
+    tok = build_data(p.data_config(), str(root / "cache")).tokenizer
     cfg = phimod.PhiConfig(lora=LoRAConfig(rank=2, alpha=4.0, dropout=0.0))
-    phi_dir = save_phi(root / "phi", phimod.build_phi(build_model(p, "qwen", vocab, 7, "float32"), cfg), cfg, step=0)
+    phi_dir = save_phi(root / "phi", phimod.build_phi(build_model(p, "qwen", len(tok), 7, "float32"), cfg), cfg,
+                       step=0, made_from={"tokenizer": tokenizer_fingerprint(tok)})
     spec = CPTSpec(preset="smoke", method="replay-all", out=str(root / "cpt-taalm"), cache_dir=str(root / "cache"),
                    progress=False, token_weights=str(phi_dir))
     result = bio.continual(spec)

@@ -16,7 +16,6 @@ the module from the folder alone. :func:`phi_token_weights` turns a folder into 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
 
@@ -25,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cfka_jax import jsonio, provenance
 from cfka_jax.continual.peft import LoRAConfig
 from cfka_jax.continual.taalm.phi import PhiConfig, TrainAttention, build_phi, keyed_lora_dropout
 from cfka_jax.data.ckl_encode import Encoded, pad_batch
@@ -41,14 +41,18 @@ def _body(hf_config: dict):
     return family.of(cfg).build(cfg, seed=0)
 
 
-def save_phi(folder: str | os.PathLike, phi: TrainAttention, cfg: PhiConfig, *, step: int, extra: dict | None = None
-             ) -> pathlib.Path:
-    """Write ``phi.json`` and ``params/`` (module docstring)."""
+def save_phi(folder: str | os.PathLike, phi: TrainAttention, cfg: PhiConfig, *, step: int, extra: dict | None = None,
+             made_from: dict | None = None) -> pathlib.Path:
+    """Write ``params/`` and then ``phi.json`` (module docstring; ``phi.json`` last and atomically, so a folder with
+    one holds a whole φ). ``made_from``: φ's provenance (``cfka_jax.provenance``; at least ``{"tokenizer":
+    data.tokenize.tokenizer_fingerprint(tok)}``), which :func:`phi_token_weights` checks."""
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     meta = {"body": phi.body.cfg.to_hf_config(), "phi": dataclasses.asdict(cfg), "step": int(step), **(extra or {})}
-    (folder / PHI_JSON).write_text(json.dumps(meta, indent=1, sort_keys=True))
+    if made_from is not None:
+        meta[provenance.KEY] = dict(made_from)
     checkpoint.save(folder / "params", {"params": nnx.state(phi, nnx.Param)}, step=step, force=True)
+    jsonio.write_json_atomic(folder / PHI_JSON, meta, indent=1, sort_keys=True)
     return folder
 
 
@@ -61,7 +65,10 @@ def load_phi(folder: str | os.PathLike) -> tuple[TrainAttention, PhiConfig, dict
     folder = pathlib.Path(folder)
     if not (folder / PHI_JSON).exists():
         raise ValueError(f"{folder}: no {PHI_JSON}; not a φ checkpoint folder")
-    meta = json.loads((folder / PHI_JSON).read_text())
+    meta = jsonio.read_json_object(folder / PHI_JSON, "a φ record (JSON object)")
+    for key in ("body", "phi"):
+        if not isinstance(meta.get(key), dict):
+            raise ValueError(f"{folder / PHI_JSON}: key {key!r} must be an object (a damaged or foreign file)")
     raw = dict(meta["phi"])
     raw["lora"] = None if raw.get("lora") is None else LoRAConfig(**{**raw["lora"], "target_modules": tuple(
         raw["lora"].get("target_modules") or ())})
@@ -72,12 +79,31 @@ def load_phi(folder: str | os.PathLike) -> tuple[TrainAttention, PhiConfig, dict
     return phi, cfg, meta
 
 
-def phi_token_weights(folder: str | os.PathLike, *, vocab_size: int | None = None):
+def phi_token_weights(folder: str | os.PathLike, *, vocab_size: int | None = None, tokenizer=None,
+                      flag: str = "--token-weights"):
     """A jitted ``token_weights(batch) -> B S`` (token space, 0 outside ``target_mask`` when the batch has one)
-    of the φ saved in ``folder``, in eval mode (no dropout)."""
+    of the φ saved in ``folder``, in eval mode (no dropout).
+
+    Args:
+      vocab_size: θ's vocabulary size (checked when given).
+      tokenizer: θ's tokenizer: φ's recorded tokenizer fingerprint must be this one's (a φ of the same size over
+        other tokens gives meaningless weights); a φ recording no provenance is refused.
+      flag: the option that named ``folder``, for the messages.
+
+    Raises:
+      ValueError: another vocabulary size or tokenizer (one line naming ``flag`` and the folder), or an unreadable
+        ``phi.json`` (file and line named).
+    """
+    from cfka_jax.data.tokenize import tokenizer_fingerprint
+
+    if tokenizer is not None:  # checked before any parameter is read
+        meta = jsonio.read_json_object(pathlib.Path(folder) / PHI_JSON, "a φ record (JSON object)")
+        provenance.check_made_from(meta.get(provenance.KEY), {"tokenizer": tokenizer_fingerprint(tokenizer)},
+                                   flag=flag, folder=folder)
     phi, _, meta = load_phi(folder)
     if vocab_size is not None and meta["body"]["vocab_size"] != vocab_size:
-        raise ValueError(f"φ has vocabulary {meta['body']['vocab_size']}, θ {vocab_size}: token ids must match")
+        raise ValueError(f"{flag} {os.fspath(folder)}: φ has vocabulary {meta['body']['vocab_size']}, θ "
+                         f"{vocab_size}: token ids must match")
     graphdef, state = nnx.split(phi)
 
     @jax.jit

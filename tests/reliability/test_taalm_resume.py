@@ -1,0 +1,91 @@
+"""A kill during a result write never leaves a torn file (issue 24).
+
+* default: a subprocess SIGKILLs itself inside ``jsonio.write_text_atomic`` (after half the new text is on disk,
+  before the rename): the old file is intact, readable, and the next write replaces it;
+* slow: the TAALM protocol (smoke preset) is SIGKILLed during the write of ``metatrain.json``, ``phi/phi.json``,
+  ``lama/taalm.json``, ``twiki/finetune.json`` and ``table.json`` in turn, each run resuming the last; the final
+  tables equal an uninterrupted run's (``table.json``, ``table.md`` and every per-method result, wall times
+  excepted).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from cfka_jax import jsonio
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+KILLER = """
+import os, signal, sys
+from cfka_jax import jsonio
+victim, real = sys.argv[1], jsonio.write_text_atomic
+def write_then_die(path, text):
+    if os.fspath(path).endswith(victim):
+        tmp = os.path.join(os.path.dirname(os.fspath(path)) or ".", "." + os.path.basename(path) + ".x.tmp")
+        with open(tmp, "w") as f:
+            f.write(text[: len(text) // 2]); f.flush(); os.fsync(f.fileno())
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(path, text)
+jsonio.write_text_atomic = write_then_die
+"""
+
+
+def _run(code: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": ROOT, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def test_kill_during_an_atomic_write_leaves_the_old_file_whole(tmp_path):
+    path = tmp_path / "result.json"
+    jsonio.write_json_atomic(path, {"v": 1})
+    code = KILLER + "jsonio.write_json_atomic(sys.argv[2], {'v': 2, 'pad': 'x' * 100000})\n"
+    proc = _run(code, "result.json", str(path))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert jsonio.read_json_object(path) == {"v": 1}  # the old file, whole
+    jsonio.write_json_atomic(path, {"v": 3})
+    assert jsonio.read_json_object(path) == {"v": 3}
+
+
+def _strip_wall(obj):
+    if isinstance(obj, dict):
+        return {k: _strip_wall(v) for k, v in obj.items() if k != "wall_s"}
+    if isinstance(obj, list):
+        return [_strip_wall(v) for v in obj]
+    return obj
+
+
+def tables(out) -> dict:
+    """Everything a TAALM run reports, wall times excepted: ``table.md``, ``table.json`` and every method result."""
+    res = {"table.md": (out / "table.md").read_text()}
+    for path in sorted(out.glob("table.json")) + sorted(out.glob("lama/*.json")) + sorted(out.glob("twiki/*.json")):
+        res[str(path.relative_to(out))] = _strip_wall(jsonio.read_json(path))
+    return res
+
+
+ARGV = ["--preset", "smoke", "--methods", "Finetune,TAALM", "--twiki-methods", "Finetune", "--no-progress"]
+VICTIMS = ("metatrain.json", "phi/phi.json", "lama/taalm.json", "twiki/finetune.json", "table.json")
+
+
+def killed_chain(out) -> list[int]:
+    """Run the smoke protocol into ``out``, SIGKILLed at each of ``VICTIMS`` in turn, then to the end; the exit
+    statuses."""
+    code = KILLER + "from experiments import taalm\nsys.exit(taalm.main(sys.argv[2:]))\n"
+    codes = [_run(code, victim, *ARGV, "--out", str(out)).returncode for victim in VICTIMS]
+    codes.append(_run(code, "<never>", *ARGV, "--out", str(out)).returncode)
+    return codes
+
+
+@pytest.mark.slow
+def test_taalm_killed_at_every_result_write_resumes_to_the_same_tables(tmp_path):
+    from experiments import taalm
+
+    ref, out = tmp_path / "ref", tmp_path / "killed"
+    assert taalm.main([*ARGV, "--out", str(ref)]) == 0
+    assert killed_chain(out) == [-signal.SIGKILL] * len(VICTIMS) + [0]
+    assert tables(out) == tables(ref)
+    assert not list(out.rglob("*.json")) or all(json.loads(p.read_text()) is not None for p in out.rglob("*.json"))
