@@ -12,6 +12,8 @@ Subcommands (each writes markdown + JSON tables and plots under ``--out``):
                    isolation, the pre-finetuning erosion prediction.
 * ``crosslingual`` §4.3: retrieval of an item's translations in disjoint synthetic vocabularies, CH1 vs
                    CH1 + CH2 vs the native baseline vs random.
+* ``select``       §4.5, §9: top-5 % selection by CH1 / CH1 + CH2 vs LESS, DataInf, HyperINF and random, then
+                   fine-tuning on the selection and downstream accuracy.
 * ``transmission`` §7: readout transmission R over Biography CPT, resets, plasticity, and the
                    transmission-drop vs reset-gain rank correlation.
 
@@ -83,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
     c.add_argument("--topk", type=int, default=16, help="prediction_topk of the topk_unique vocabulary")
     c.add_argument("--seeds", type=_ints, help="world/model seeds, e.g. 0,1,2 (default the scale's)")
+    d = sub.add_parser("select", parents=[common], help="top-5 % data selection vs LESS / DataInf / HyperINF")
+    d.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
+    d.add_argument("--fraction", type=float, default=0.05, help="fraction of the pool kept")
+    d.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the fine-tunes")
+    d.add_argument("--seeds", type=_ints, help="selection/fine-tuning seeds, e.g. 0,1,2 (default the scale's)")
     t = sub.add_parser("transmission", parents=[common], help="readout transmission, resets, plasticity")
     t.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
     t.add_argument("--cache-dir", dest="cache_dir", default="runs/data-cache")
@@ -109,6 +116,8 @@ def configs(argv: list[str]):
         from experiments.geometry_erosion import ErosionConfig as cls
     elif command == "crosslingual":
         from experiments.geometry_crosslingual import CrosslingualConfig as cls
+    elif command == "select":
+        from experiments.geometry_select import SelectConfig as cls
     else:
         from experiments.geometry_transmission import TransmissionConfig as cls
     known = {f.name for f in dataclasses.fields(cls)}
@@ -127,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         from experiments import geometry_erosion as mod
     elif command == "crosslingual":
         from experiments import geometry_crosslingual as mod
+    elif command == "select":
+        from experiments import geometry_select as mod
     else:
         from experiments import geometry_transmission as mod
     getattr(mod, f"run_{command}")(cfg)

@@ -240,7 +240,7 @@ def _body(cfg, s, summary, results) -> str:
     body = markdown_table(["variant", "masked at start", "collision (old NLL Δ, step 1)", "P(A..D) start",
                            "P(A..D) end", "canonical rate end", "content acc end", "new-task acc end"], rows)
     pred = [[k, v["pearson"], v["pearson_p"], v["spearman"], v["spearman_p"], v["n"]]
-            for k, v in summary["prediction"].items() if "/non_if_rate" in k or "total/" in k]
+            for k, v in summary["prediction"].items() if "/dlog_choice_mass" in k or "/total/" in k]
     body += "\n§6.5 prediction (score per subject before fine-tuning vs the measured per-subject erosion):\n\n"
     body += markdown_table(["score / target", "Pearson", "p", "Spearman", "p", "n"], pred)
     body += (f"\nSeeds {[r['seed'] for r in results]} (mean ± std, ddof 0); base {s.base_steps} steps (lr 3e-3), new "

@@ -12,7 +12,8 @@ token) and a fixed answer letter ``ℓ(e)``; its question lists four distinct co
     [BOS, Q, subj_k, e′, x_1 … x_n, ANS, y_1 … y_m, EOS]
 
 With ``input_len = 8`` the new task's ANS sits at position 12, as the old task's does, so the two tasks cannot be
-told apart by position. The **format-isolated** variant renders the same items with other markers (P for Q, R for ANS, spec §6.6).
+told apart by position. The **format-isolated** variant renders the same items with other markers (P for Q, R for
+ANS, spec §6.6).
 Subjects of the new task are drawn with unequal weights ``subject_weights`` (subject 0 most often), so the
 subjects differ in how much the new task's prompts resemble theirs — the variation across subjects that the
 pre-finetuning prediction of §6.5 is scored against.
@@ -172,7 +173,8 @@ def make_world(cfg: FormatWorldConfig) -> FormatWorld:
     sigma = sigma[rng.permutation(cfg.answer_len)]
     new_train, sub_train = _new_items(cfg, rng, cfg.new_train, pi, sigma)
     new_test, sub_test = _new_items(cfg, rng, cfg.new_test, pi, sigma)
-    return FormatWorld(cfg, old, subject, letter, new_train, sub_train, new_test, sub_test, isolate(new_train), isolate(new_test))
+    return FormatWorld(cfg, old, subject, letter, new_train, sub_train, new_test, sub_test, isolate(new_train),
+                       isolate(new_test))
 
 
 def response_mask(tokens: np.ndarray) -> np.ndarray:

@@ -35,7 +35,10 @@ def test_subcommands_parse_into_frozen_configs(tmp_path):
     assert geometry.configs(["erosion", "--scale", "small"])[1].run_seeds == (0, 1, 2)
     _, cfg = geometry.configs(["crosslingual", "--topk", "8"])
     assert cfg.topk == 8 and cfg.out == "runs/geometry/crosslingual-smoke"
-    for bad in (["erosion", "--taus", "inf"], ["crosslingual", "--topk", "0"], ["coldstart", "--steps", "-1"]):
+    _, cfg = geometry.configs(["select", "--fraction", "0.1", "--seeds", "5"])
+    assert cfg.fraction == 0.1 and cfg.seeds == (5,)
+    for bad in (["erosion", "--taus", "inf"], ["crosslingual", "--topk", "0"], ["coldstart", "--steps", "-1"],
+                ["select", "--fraction", "0"]):
         with pytest.raises(ValueError):
             geometry.configs(bad)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -69,6 +72,7 @@ def test_checkpoint_fractions_resets_and_scales():
     ("erosion", ["--taus", "1.5"], ["erosion.json", "erosion.md", "erosion_seed0.json", "erosion_curves.png",
                                     "erosion_prediction.png"]),
     ("crosslingual", [], ["crosslingual.json", "crosslingual.md", "crosslingual_recall.png"]),
+    ("select", [], ["select.json", "select.md", "select_rows.json", "select_accuracy.png"]),
 ])
 def test_smoke_runs_write_tables_and_plots(tmp_path, command, extra, files):
     out = tmp_path / command
@@ -86,6 +90,9 @@ def test_smoke_runs_write_tables_and_plots(tmp_path, command, extra, files):
         mtime = (out / "erosion_seed0.json").stat().st_mtime_ns
         assert geometry.main([command, "--scale", "smoke", "--out", str(out), *extra]) == 0  # resumes the seed
         assert (out / "erosion_seed0.json").stat().st_mtime_ns == mtime
+    if command == "select":
+        assert set(data["summary"]) == {"random", "ch1", "ch1-ch2-inputln", "datainf", "hyperinf", "less", "oracle"}
+        assert all(r["selected"] == 2 for r in data["runs"])
     if command == "crosslingual":
         assert {"ch1/topk_unique", "ch1-ch2-inputln/topk_unique", "random (100 draws)"} <= set(data["summary"])
 
