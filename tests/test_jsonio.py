@@ -48,3 +48,35 @@ def test_invalid_utf8_names_line_and_column(tmp_path):
 ])
 def test_type_problem_converts_nothing(value, hint, ok):
     assert (jsonio.type_problem(value, hint) is None) == ok
+
+
+def test_atomic_writes_leave_no_temporary_file_and_the_usual_mode(tmp_path):
+    import os
+    import stat
+
+    from cfka_jax import jsonio
+
+    path = tmp_path / "sub" / "r.json"
+    jsonio.write_json_atomic(path, {"a": [1, 2]}, indent=1)
+    jsonio.write_text_atomic(tmp_path / "t.md", "x\n")
+    assert jsonio.read_json_object(path) == {"a": [1, 2]} and (tmp_path / "t.md").read_text() == "x\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["r.json", "sub", "t.md"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    with pytest.raises(ValueError, match=r"r\.json: refusing to write a non-finite number"):
+        jsonio.write_json_atomic(path, {"a": float("nan")}, allow_nan=False)
+    assert jsonio.read_json_object(path) == {"a": [1, 2]}
+
+
+def test_csv_and_toml_errors_name_file_and_line(tmp_path):
+    from cfka_jax import jsonio
+
+    (tmp_path / "a.toml").write_text("a = 1\nb = [1,\nc =\n")
+    with pytest.raises(ValueError, match=r"a\.toml, line 3: invalid TOML: .*\(column \d+\)$"):
+        jsonio.read_toml(tmp_path / "a.toml")
+    (tmp_path / "b.csv").write_text('h,i\n"multi\nline",z\nq,r\n')
+    assert [w.rsplit(" ", 1)[1] for w, _ in jsonio.read_csv_rows(tmp_path / "b.csv")] == ["1", "2", "4"]
+    (tmp_path / "c.csv").write_bytes(b"h,i\nok,\xff\n")
+    with pytest.raises(ValueError, match=r"c\.csv, line 2: invalid UTF-8"):
+        list(jsonio.read_csv_rows(tmp_path / "c.csv"))
