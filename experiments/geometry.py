@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
     c.add_argument("--topk", type=int, default=16, help="prediction_topk of the topk_unique vocabulary")
     c.add_argument("--seeds", type=_ints, help="world/model seeds, e.g. 0,1,2 (default the scale's)")
-    d = sub.add_parser("select", parents=[common], help="top-5 % data selection vs LESS / DataInf / HyperINF")
+    d = sub.add_parser("select", parents=[common], help="top-5 %% data selection vs LESS / DataInf / HyperINF")
     d.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
     d.add_argument("--fraction", type=float, default=0.05, help="fraction of the pool kept")
     d.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the fine-tunes")
