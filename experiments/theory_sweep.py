@@ -128,11 +128,11 @@ def read_config_file(path: str) -> dict:
         if problem:
             raise ValueError(f"{path}: key {key!r} {problem}")
     if "alphas" in fields:
-        check_floats(fields["alphas"], "key 'alphas' (new-data fractions)", lo=0.0, lo_open=True, hi=1.0, where=path)
+        check_floats(fields["alphas"], "key 'alphas'", lo=0.0, lo_open=True, hi=1.0, where=path)
     if "ks" in fields:
-        check_floats(fields["ks"], "key 'ks' (EWC strengths)", lo=0.0, where=path)
+        check_floats(fields["ks"], "key 'ks'", lo=0.0, where=path)
     if "eta_y" in fields:
-        check_float(fields["eta_y"], "key 'eta_y' (step size)", lo=0.0, lo_open=True, where=path)
+        check_float(fields["eta_y"], "key 'eta_y'", lo=0.0, lo_open=True, where=path)
     return {k: tuple(float(x) for x in v) if k in ("ks", "alphas") else v for k, v in fields.items()}
 
 
