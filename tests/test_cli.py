@@ -43,6 +43,7 @@ BAD = [  # (argv, words the one error line must contain)
     (["cpt", "--pt-dir", MISSING], ["--pt-dir", MISSING]),
     (["cpt", "--method", "dropout"], ["--method", "dropout"]),
     (["proofs", "--only", "no_such_lemma"], ["--only", "no_such_lemma"]),
+    (["proofs", "--extra", MISSING + ".py"], ["--extra", MISSING]),
     (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--steps", "-1"], ["steps", "-1"]),
     (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--lr", "inf"], ["peak_lr", "inf"]),
     (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--method", "stoc", "--alpha", "1"],
