@@ -6,6 +6,11 @@
   ``lama/taalm.json``, ``twiki/finetune.json`` and ``table.json`` in turn, each run resuming the last; the final
   tables equal an uninterrupted run's (``table.json``, ``table.md`` and every per-method result, wall times
   excepted).
+
+Measured once (2 shared CPU cores, about a quarter of them): the chain took 33 min wall; every table and result
+equal to the uninterrupted run's except ``pt_final.time_s`` (a wall time, hence ``WALL_TIMES``); the run meant to
+be killed at ``twiki/finetune.json`` exited 1 instead (its stderr was not captured then; the next run resumed
+and completed that stage), so that kill point is not yet shown.
 """
 
 import json
@@ -51,9 +56,12 @@ def test_kill_during_an_atomic_write_leaves_the_old_file_whole(tmp_path):
     assert jsonio.read_json_object(path) == {"v": 3}
 
 
+WALL_TIMES = ("wall_s", "time_s")  # seconds measured, not computed: they differ between any two runs
+
+
 def _strip_wall(obj):
     if isinstance(obj, dict):
-        return {k: _strip_wall(v) for k, v in obj.items() if k != "wall_s"}
+        return {k: _strip_wall(v) for k, v in obj.items() if k not in WALL_TIMES}
     if isinstance(obj, list):
         return [_strip_wall(v) for v in obj]
     return obj
@@ -73,10 +81,14 @@ VICTIMS = ("metatrain.json", "phi/phi.json", "lama/taalm.json", "twiki/finetune.
 
 def killed_chain(out) -> list[int]:
     """Run the smoke protocol into ``out``, SIGKILLed at each of ``VICTIMS`` in turn, then to the end; the exit
-    statuses."""
+    statuses (a run that fails otherwise shows its stderr)."""
     code = KILLER + "from experiments import taalm\nsys.exit(taalm.main(sys.argv[2:]))\n"
-    codes = [_run(code, victim, *ARGV, "--out", str(out)).returncode for victim in VICTIMS]
-    codes.append(_run(code, "<never>", *ARGV, "--out", str(out)).returncode)
+    codes = []
+    for victim in (*VICTIMS, "<never>"):
+        proc = _run(code, victim, *ARGV, "--out", str(out))
+        if proc.returncode not in (0, -signal.SIGKILL):
+            print(f"killed at {victim}: exit {proc.returncode}\n{proc.stderr[-4000:]}", flush=True)
+        codes.append(proc.returncode)
     return codes
 
 
