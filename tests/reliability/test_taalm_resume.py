@@ -9,8 +9,9 @@
 
 Measured once (2 shared CPU cores, about a quarter of them): the chain took 33 min wall; every table and result
 equal to the uninterrupted run's except ``pt_final.time_s`` (a wall time, hence ``WALL_TIMES``); the run meant to
-be killed at ``twiki/finetune.json`` exited 1 instead (its stderr was not captured then; the next run resumed
-and completed that stage), so that kill point is not yet shown.
+be killed at ``twiki/finetune.json`` exited 1 instead: this test's killer wrote its half file into a ``twiki/``
+folder that did not exist yet (fixed: it creates the folder, as the real writer does); the next run resumed and
+completed that stage, so that kill point was exercised as a crash before the write, not yet as a kill inside it.
 """
 
 import json
@@ -31,7 +32,9 @@ from cfka_jax import jsonio
 victim, real = sys.argv[1], jsonio.write_text_atomic
 def write_then_die(path, text):
     if os.fspath(path).endswith(victim):
-        tmp = os.path.join(os.path.dirname(os.fspath(path)) or ".", "." + os.path.basename(path) + ".x.tmp")
+        folder = os.path.dirname(os.fspath(path)) or "."
+        os.makedirs(folder, exist_ok=True)  # as the real writer does
+        tmp = os.path.join(folder, "." + os.path.basename(path) + ".x.tmp")
         with open(tmp, "w") as f:
             f.write(text[: len(text) // 2]); f.flush(); os.fsync(f.fileno())
         os.kill(os.getpid(), signal.SIGKILL)
