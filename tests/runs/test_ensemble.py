@@ -20,7 +20,7 @@ from tests.tolerances import F32
 
 def test_spec_validation_and_scaled_schedule():
     for bad in (dict(attention="cosine"), dict(streams="one"), dict(seeds=()), dict(seeds=(1, 1)),
-                dict(seeds=(-1,)), dict(pt_steps=0), dict(mode="pmap"), dict(arch="llama")):
+                dict(seeds=(-1,)), dict(pt_steps=0), dict(mode="pmap"), dict(arch="gpt2")):
         with pytest.raises(ValueError):
             re.EnsembleSpec(**bad)
     spec = re.EnsembleSpec(preset="smoke", pt_steps=6, cpt_steps=3)
