@@ -42,7 +42,7 @@ import numpy as np
 from cfka_jax.geometry import attribution, baselines
 from cfka_jax.geometry.net import Net
 from cfka_jax.geometry.stats import spearman
-from experiments.geometry_common import base_model, scale
+from cfka_jax.experiments.geometry_common import base_model, scale
 
 
 def timed(fn, *args, repeats: int = 1):

@@ -3,14 +3,15 @@
     cfka proofs [--out DIR] [--only NAME] [--extra FILE.py ...]   every proof check (and yours), one table
     cfka pt  --preset smoke|small|paper --out DIR                    Biography pre-training
     cfka cpt --preset P --method M --update U [--alpha A] --out DIR  continual pre-training
-    cfka sweep  [ARGS...]                     the continual-theory sweep (experiments/theory_sweep.py)
-    cfka stoc-table --preset P --out DIR     STOC / LAMOL / Random replay table (experiments/stoc_table.py)
-    cfka knowedit --data test.json --model HF_FOLDER --out DIR       KnowEdit CPT (experiments/knowedit.py)
-    cfka corpus-cpt --data FILES --model HF_FOLDER --out DIR         your corpus + STOC (experiments/corpus_cpt.py)
-    cfka stream --preset P --stages 3 --method M --out DIR           a task stream (experiments/stream.py)
-    cfka report RUN_DIR... [--out DIR]        compare run folders (experiments/report.py)
+    cfka sweep  [ARGS...]                     the continual-theory sweep (cfka_jax/experiments/theory_sweep.py)
+    cfka stoc-table --preset P --out DIR     STOC / LAMOL / Random replay table (cfka_jax/experiments/stoc_table.py)
+    cfka knowedit --data test.json --model HF_FOLDER --out DIR       KnowEdit CPT (cfka_jax/experiments/knowedit.py)
+    cfka corpus-cpt --data FILES --model HF_FOLDER --out DIR         your corpus + STOC (cfka_jax/experiments/corpus_cpt.py)
+    cfka stream --preset P --stages 3 --method M --out DIR           a task stream (cfka_jax/experiments/stream.py)
+    cfka report RUN_DIR... [--out DIR]        compare run folders (cfka_jax/experiments/report.py)
 
-This is the top floor: the only module of the package that imports ``experiments`` or ``proofs_check``. Each
+This is the top floor: the only module of the package that imports ``cfka_jax.experiments`` or
+``cfka_jax.proofs_check``. Each
 subcommand is an entry point, so it may set JAX configuration (``proofs`` enables float64). A user error (a bad
 value, a missing or malformed file, a run folder that holds another run) prints one message naming the option,
 file or folder and exits with status 2; a training run stopped by a non-finite step exits with status 1. Set
@@ -31,7 +32,7 @@ def _proofs(args: argparse.Namespace) -> int:
     import jax
 
     from cfka_jax.claims import summary
-    from proofs_check.run_all import registry, report
+    from cfka_jax.proofs_check.run_all import registry, report
 
     checks = registry(args.extra)  # a bad --extra file is an error before anything runs ...
     checks.select(args.only)  # ... and so is an --only that matches no check
@@ -45,22 +46,22 @@ def _proofs(args: argparse.Namespace) -> int:
 
 
 PASSTHROUGH = {
-    "sweep": ("experiments.theory_sweep", "main", "continual-theory sweep over EWC strength × α × seeds"),
-    "stoc-table": ("experiments.stoc_table", "cli", "STOC / LAMOL / Random replay table on Biography"),
-    "stoc-scale": ("experiments.stoc_scale", "cli", "STOC / LAMOL / Random replay as the Biography world grows"),
-    "knowedit": ("experiments.knowedit", "main", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
-    "corpus-cpt": ("experiments.corpus_cpt", "main",
+    "sweep": ("cfka_jax.experiments.theory_sweep", "main", "continual-theory sweep over EWC strength × α × seeds"),
+    "stoc-table": ("cfka_jax.experiments.stoc_table", "cli", "STOC / LAMOL / Random replay table on Biography"),
+    "stoc-scale": ("cfka_jax.experiments.stoc_scale", "cli", "STOC / LAMOL / Random replay as the Biography world grows"),
+    "knowedit": ("cfka_jax.experiments.knowedit", "main", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
+    "corpus-cpt": ("cfka_jax.experiments.corpus_cpt", "main",
                    "CPT on your own corpus with STOC replay and MMLU-format evaluation"),
-    "taalm": ("experiments.taalm", "main",
+    "taalm": ("cfka_jax.experiments.taalm", "main",
               "TAALM: meta-train the Train-Attention model, LAMA-CKL and TemporalWiki tables"),
-    "geometry": ("experiments.geometry", "main",
+    "geometry": ("cfka_jax.experiments.geometry", "main",
                  "token-force geometry: CH1/CH2 one-step, attribution, update energy, readout transmission"),
-    "di-attention": ("experiments.di_attention", "main",
+    "di-attention": ("cfka_jax.experiments.di_attention", "main",
                      "Diversity Index vs the attention of trained ports (softmax or linear), seed ensembles"),
-    "invariants": ("experiments.invariants", "main", "conserved quantities of a port over a run's checkpoints"),
-    "stream": ("experiments.stream", "cli",
+    "invariants": ("cfka_jax.experiments.invariants", "main", "conserved quantities of a port over a run's checkpoints"),
+    "stream": ("cfka_jax.experiments.stream", "cli",
                "a continual task stream (PT + T CPT stages): accuracy matrix, BWT/FWT/forgetting/FUAR, heat map"),
-    "report": ("experiments.report", "cli", "gather run folders into one markdown table and overlaid plots"),
+    "report": ("cfka_jax.experiments.report", "cli", "gather run folders into one markdown table and overlaid plots"),
 }
 """Subcommands whose experiment script owns its argument parser: name → (module, entry, help)."""
 

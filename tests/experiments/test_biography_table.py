@@ -1,4 +1,4 @@
-from experiments import biography_table as table
+from cfka_jax.experiments import biography_table as table
 
 
 def test_table_variants_parse_and_cover_the_issue_rows():

@@ -1,4 +1,4 @@
-"""Smoke tests of experiments/corpus_cpt.py (bring-your-own corpus CPT with replay and MC evaluation), on a tiny
+"""Smoke tests of cfka_jax/experiments/corpus_cpt.py (bring-your-own corpus CPT with replay and MC evaluation), on a tiny
 Qwen3 folder and word-level tokenizer written to tmp_path."""
 
 import csv
@@ -16,7 +16,7 @@ from cfka_jax.models import save_pretrained
 from cfka_jax.models.qwen import QwenConfig, QwenModel
 from cfka_jax.data.mmlu import question_sets
 from cfka_jax.runs.presets import CORPUS as SCALES
-from experiments import corpus_cpt as cc
+from cfka_jax.experiments import corpus_cpt as cc
 
 CORPUS = [f"the court of {place} ruled that the {thing} was void under the statute of {year} ."
           for place in ("york", "kent", "essex", "wales") for thing, year in (("contract", 1990), ("lease", 2001),
@@ -106,7 +106,7 @@ def test_update_modes_train_only_their_weights(world, tmp_path, update):
     of the base model bit for bit and move the trainable ones (LoRA adapters; the unfrozen block)."""
     from cfka_jax.models import from_pretrained
     from cfka_jax.runs.folder import RunFolder
-    from experiments.update_flags import updated_model
+    from cfka_jax.experiments.update_flags import updated_model
 
     world, _ = world
     out = tmp_path / update

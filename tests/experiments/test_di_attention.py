@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments import di_attention as da
+from cfka_jax.experiments import di_attention as da
 
 
 def test_parse_and_config_checks(tmp_path):

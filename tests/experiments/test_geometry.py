@@ -1,4 +1,4 @@
-"""`cfka geometry` (experiments/geometry.py): every subcommand parses; smoke runs write their tables and plots."""
+"""`cfka geometry` (cfka_jax/experiments/geometry.py): every subcommand parses; smoke runs write their tables and plots."""
 
 import dataclasses
 import json
@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from experiments import geometry
-from experiments.geometry_common import SCALES, markdown_table
-from experiments.geometry_transmission import checkpoints, resets_for
+from cfka_jax.experiments import geometry
+from cfka_jax.experiments.geometry_common import SCALES, markdown_table
+from cfka_jax.experiments.geometry_transmission import checkpoints, resets_for
 
 
 def test_subcommands_parse_into_frozen_configs(tmp_path):
@@ -111,7 +111,7 @@ def test_transmission_smoke(tmp_path):
 
 def test_sweep_cache_resumes_only_the_same_sft_config(tmp_path):
     from cfka_jax.geometry.plasticity import SFTConfig
-    from experiments.geometry_transmission import _sweep_cache
+    from cfka_jax.experiments.geometry_transmission import _sweep_cache
 
     sft = SFTConfig(steps=4, lr=1e-3)
     cell = {"L0": 2.0, "L_final": 1.0}

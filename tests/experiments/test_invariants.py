@@ -13,7 +13,7 @@ from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.specs import PTSpec
 from cfka_jax.train.checkpoint import CheckpointDir
 from cfka_jax.train.step import TrainState
-from experiments import invariants as inv
+from cfka_jax.experiments import invariants as inv
 from tests.tolerances import F32
 
 

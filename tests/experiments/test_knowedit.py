@@ -1,4 +1,4 @@
-"""Smoke run of the KnowEdit CPT script (experiments/knowedit.py): naive, LAMOL and STOC on a tiny local model."""
+"""Smoke run of the KnowEdit CPT script (cfka_jax/experiments/knowedit.py): naive, LAMOL and STOC on a tiny local model."""
 
 import json
 
@@ -8,7 +8,7 @@ from flax import nnx
 from cfka_jax.data.tokenize import train_word_tokenizer
 from cfka_jax.models import QwenConfig, QwenModel, save_pretrained
 from cfka_jax.runs.presets import KNOWEDIT
-from experiments import knowedit as exp
+from cfka_jax.experiments import knowedit as exp
 
 NAMES = ["Anna", "Bob", "Carl", "Dana", "Eve", "Finn"]
 CITIES = ["Paris", "Rome", "Oslo", "Lima", "Kyiv", "Cairo"]

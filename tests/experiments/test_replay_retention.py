@@ -8,7 +8,7 @@ from cfka_jax.train.step import make_eval_logits
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.runs.biography import build_model
 from cfka_jax.runs.presets import BIOGRAPHY as PRESETS
-from experiments.replay_retention import occurrence_soft
+from cfka_jax.experiments.replay_retention import occurrence_soft
 from tests.tolerances import F32
 
 

@@ -1,10 +1,10 @@
-"""cfka report on two fixture run folders and one stream folder (experiments/report.py)."""
+"""cfka report on two fixture run folders and one stream folder (cfka_jax/experiments/report.py)."""
 
 import pytest
 
 from cfka_jax.cli import main as cfka
 from cfka_jax.train.loop import MetricsLog
-from experiments import report
+from cfka_jax.experiments import report
 
 
 def _run(path, evals, losses):

@@ -1,10 +1,10 @@
-"""experiments/stoc_regime.py: config checks, the collected table, and (slow) a smoke study end to end."""
+"""cfka_jax/experiments/stoc_regime.py: config checks, the collected table, and (slow) a smoke study end to end."""
 
 import json
 
 import pytest
 
-from experiments import stoc_regime as sr
+from cfka_jax.experiments import stoc_regime as sr
 
 
 def test_config_checks_name_the_flag():

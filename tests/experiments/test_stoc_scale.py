@@ -1,4 +1,4 @@
-"""The world-size sweep (experiments/stoc_scale.py): config checks, the presets it walks, the table, and (slow) a
+"""The world-size sweep (cfka_jax/experiments/stoc_scale.py): config checks, the presets it walks, the table, and (slow) a
 resumable smoke sweep."""
 
 import dataclasses
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cfka_jax.runs.presets import BIOGRAPHY
-from experiments import stoc_scale as ss
+from cfka_jax.experiments import stoc_scale as ss
 
 
 def test_config_checks():

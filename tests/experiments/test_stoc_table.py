@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from experiments import stoc_table as st
+from cfka_jax.experiments import stoc_table as st
 
 
 def test_rows_cover_the_grid_with_baselines_and_paper_rows_first():

@@ -1,9 +1,9 @@
-"""experiments/stream_sweep.py: every shipped configuration parses; the table reads stream folders."""
+"""cfka_jax/experiments/stream_sweep.py: every shipped configuration parses; the table reads stream folders."""
 
 import json
 import types
 
-from experiments import stream_sweep as sweep
+from cfka_jax.experiments import stream_sweep as sweep
 
 
 def test_every_config_parses_and_jobs_are_seed_major(tmp_path):

@@ -1,4 +1,4 @@
-"""experiments/taalm.py and taalm_biography.py: shipped presets parse, the report tables, the CLI arguments, and
+"""cfka_jax/experiments/taalm.py and taalm_biography.py: shipped presets parse, the report tables, the CLI arguments, and
 (slow) smoke runs."""
 
 import dataclasses
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments import taalm, taalm_biography, taalm_report as report
+from cfka_jax.experiments import taalm, taalm_biography, taalm_report as report
 
 
 @pytest.mark.parametrize("name", sorted(taalm.PRESETS))

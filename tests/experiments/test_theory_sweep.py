@@ -1,11 +1,11 @@
-"""Smoke test of `cfka sweep` (experiments/theory_sweep.py) on a tiny grid."""
+"""Smoke test of `cfka sweep` (cfka_jax/experiments/theory_sweep.py) on a tiny grid."""
 
 import csv
 import json
 
 import pytest
 
-from experiments import theory_sweep as exp
+from cfka_jax.experiments import theory_sweep as exp
 
 
 def test_tiny_sweep_writes_csv_and_plots(tmp_path):

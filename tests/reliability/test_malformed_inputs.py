@@ -26,7 +26,7 @@ from cfka_jax.data.corpus import read_texts
 from cfka_jax.data.pipeline import DataConfig, build_data
 from cfka_jax.data.tokenize import load_tokenizer, train_word_tokenizer
 from cfka_jax.models import hub
-from experiments import theory_sweep
+from cfka_jax.experiments import theory_sweep
 
 TINY_QWEN3 = dict(model_type="qwen3", vocab_size=53, hidden_size=31, head_dim=8, intermediate_size=43,
                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)

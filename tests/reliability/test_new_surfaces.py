@@ -14,7 +14,7 @@ import pytest
 
 from cfka_jax import cli
 from cfka_jax.data import lama_ckl, mmlu, temporalwiki
-from experiments import theory_sweep
+from cfka_jax.experiments import theory_sweep
 
 
 def _listing(root) -> list[tuple[str, int, int]]:
@@ -151,7 +151,7 @@ def test_invariants_on_a_bad_run_config_exits_2_naming_the_file(text, fragment, 
 
 
 def test_taalm_folder_with_a_torn_config_or_result_names_the_file(tmp_path, capsys):
-    from experiments import taalm_stages
+    from cfka_jax.experiments import taalm_stages
 
     out = tmp_path / "taalm"
     out.mkdir()
@@ -170,7 +170,7 @@ def test_taalm_folder_with_a_torn_config_or_result_names_the_file(tmp_path, caps
 def test_taalm_folder_of_other_settings_names_the_folder_and_fields(tmp_path, capsys):
     import dataclasses
 
-    from experiments import taalm, taalm_stages
+    from cfka_jax.experiments import taalm, taalm_stages
 
     out = tmp_path / "taalm"
     taalm_stages.check_config(out, taalm.preset("smoke", str(out)))

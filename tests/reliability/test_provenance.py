@@ -92,7 +92,7 @@ def test_run_identity_is_the_run_not_the_folder(tmp_path):
 
 def test_taalm_biography_refuses_a_phi_of_another_pt_run(tmp_path, monkeypatch):
     """The stage check of ``cfka taalm --biography PT --out DIR`` when DIR/phi holds another PT run's φ."""
-    from experiments import taalm_biography as tb
+    from cfka_jax.experiments import taalm_biography as tb
 
     first, second = _finished_run(tmp_path / "pt1", 0), _finished_run(tmp_path / "pt2", 1)
     out = tmp_path / "bio"

@@ -85,7 +85,7 @@ VICTIMS = ("metatrain.json", "phi/phi.json", "lama/taalm.json", "twiki/finetune.
 def killed_chain(out) -> list[int]:
     """Run the smoke protocol into ``out``, SIGKILLed at each of ``VICTIMS`` in turn, then to the end; the exit
     statuses (a run that fails otherwise shows its stderr)."""
-    code = KILLER + "from experiments import taalm\nsys.exit(taalm.main(sys.argv[2:]))\n"
+    code = KILLER + "from cfka_jax.experiments import taalm\nsys.exit(taalm.main(sys.argv[2:]))\n"
     codes = []
     for victim in (*VICTIMS, "<never>"):
         proc = _run(code, victim, *ARGV, "--out", str(out))
@@ -97,7 +97,7 @@ def killed_chain(out) -> list[int]:
 
 @pytest.mark.slow
 def test_taalm_killed_at_every_result_write_resumes_to_the_same_tables(tmp_path):
-    from experiments import taalm
+    from cfka_jax.experiments import taalm
 
     ref, out = tmp_path / "ref", tmp_path / "killed"
     assert taalm.main([*ARGV, "--out", str(ref)]) == 0

@@ -13,7 +13,7 @@ from cfka_jax.continual import ckl
 from cfka_jax.continual.ckl import CKLConfig
 from cfka_jax.runs import ckl_real, twiki_real
 from cfka_jax.runs.ckl_real import RealCKLSpec
-from experiments import taalm_real
+from cfka_jax.experiments import taalm_real
 from tests.runs import ckl_fixtures as F
 from tests.tolerances import F32
 

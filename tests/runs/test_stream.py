@@ -10,7 +10,7 @@ from cfka_jax.data.pipeline import build_data
 from cfka_jax.data.stages import stage_tasks
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.stream import StreamSpec, run_stream
-from experiments.stream import build_parser, matrix_markdown, spec_from_args
+from cfka_jax.experiments.stream import build_parser, matrix_markdown, spec_from_args
 
 
 def test_stages_cut_the_cpt_population_into_disjoint_groups(tmp_path):

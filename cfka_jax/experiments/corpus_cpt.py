@@ -1,0 +1,269 @@
+"""Bring-your-own-corpus continual pre-training of a pretrained LM, with STOC / LAMOL / Random replay (spec
+cfka_stoc.md §1 "IndustryCorpus2 legal" setting, §4.7 schedule, §6.3–§6.4 real-data replay).
+
+The paper's domain experiment (CPT of Qwen3 on a legal corpus, MMLU accuracy split into "Original" = general
+subjects and "Continual"/"Domain" = law subjects; [REPORTED] STOC beats LAMOL by 1–4 points) with any local
+corpus, model and MMLU-format question files:
+
+    cfka corpus-cpt --data corpus/ --model models/Qwen2.5-0.5B --out runs/law-stoc --method stoc --alpha 0.8 \\
+        --mc data/mmlu/test --domain-subjects professional_law international_law jurisprudence
+
+Pipeline: read and tokenise the corpus (``cfka_jax/data/corpus.py``); hold out a seeded ``--heldout`` fraction of the documents
+for perplexity (before tokenising, so no piece of a held-out document is trained on); cut long documents into
+``--max-length`` pieces (default: the chunk length; ``--overflow truncate`` keeps only the head instead);
+build the replay corpus from the base model with the real-data settings (``continual/replay.py``,
+``runs/replay.real_replay_config``: window-sum spans of 10, 3 samples per prompt, stop at EOS, ``--replay-new-tokens``, keep
+all candidates, MinHash on) using the first ``--replay-sources`` training documents as STOC sources; mix so that
+replay tokens / all tokens ≈ 1 − α (``data/mixing.mix_replay``, rule ``token_share``); train (§4.7 defaults: chunks of 256, 8000 steps,
+warm-up 500, 5e-5 → 1e-5 cosine, batch 48); evaluate at step 0, every ``--eval-every`` steps and at the end:
+held-out perplexity (``Heldout/ppl``) and MC accuracy (``cfka_jax/eval/multiple_choice.py``: ``Original/acc``,
+``Domain/acc``, ``All/acc``, per subject ``<set>/acc/<subject>``).
+
+``--update full|freeze|lora`` (with ``--freeze-layers`` / ``--lora-rank``) picks the paper's update mode and
+``--mesh`` shards the run over devices (``cfka_jax/experiments/update_flags.py``); the replay corpus is always drawn from the
+unchanged base model.
+
+Output in ``--out``: ``config.json``, ``replay/`` (the corpus, reused when the run is restarted), ``metrics.jsonl``,
+``checkpoints/``, ``final.json`` and ``summary.md`` (step 0 vs final). ``--preset smoke`` runs in seconds (tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+import jax.numpy as jnp
+
+from cfka_jax.data.batching import EpochBatcher
+from cfka_jax.data.corpus import CorpusConfig, read_texts, split_heldout, tokenize_texts
+from cfka_jax.data.mixing import mix_replay
+from cfka_jax.data.mmlu import question_sets, read_mc
+from cfka_jax.data.packing import Packed, pack
+from cfka_jax.eval import multiple_choice as mc
+from cfka_jax.eval.perplexity import perplexity_metric
+from cfka_jax.eval.sets import combine, named_sets
+from cfka_jax.continual.replay import build_replay
+from cfka_jax.models import from_pretrained, load_tokenizer
+from cfka_jax.runs.engine import finish_run, train_lm
+from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
+from cfka_jax.runs.replay import real_replay_config
+from cfka_jax.parallel.mesh import make_mesh, parse_mesh
+from cfka_jax.runs.specs import DTYPES
+from cfka_jax.train.step import make_eval_logits
+from cfka_jax.experiments.update_flags import add_update_flags, check_freeze_layers, check_update_flags, updated_model
+
+METHODS = ("naive", "stoc", "lamol", "random")
+SUMMARY_KEYS = ("Heldout/ppl", "Original/acc", "Domain/acc", "All/acc")
+FLAGS = {"steps": "cpt.steps", "warmup": "cpt.warmup", "lr": "cpt.peak_lr", "min_lr": "cpt.min_lr",
+         "batch": "cpt.batch", "eval_every": "cpt.eval_every", "ckpt_every": "cpt.ckpt_every", "seq_len": "seq_len",
+         "eval_batch": "eval_batch", "replay_sources": "replay.sources", "replay_new_tokens": "replay.new_tokens",
+         "replay_samples": "replay.samples", "replay_batch": "replay.batch", "mc_max_length": "mc_max_length"}
+"""Command-line overrides of the preset: flag name → dotted preset field (``runs/presets.override``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusCPTConfig:
+    """One ``cfka corpus-cpt`` run. ``overrides`` replaces preset fields by flag name (:data:`FLAGS`)."""
+
+    data: tuple[str, ...]
+    model: str
+    out: str
+    method: str = "naive"
+    alpha: float = 0.8
+    preset: str = "paper"
+    overrides: tuple[tuple[str, object], ...] = ()
+    mc: tuple[str, ...] = ()
+    mc_original: tuple[str, ...] = ()
+    mc_domain: tuple[str, ...] = ()
+    domain_subjects: tuple[str, ...] = ()
+    mc_dev: tuple[str, ...] = ()
+    mc_shots: int = 0
+    mc_limit: int | None = None
+    text_field: str = "text"
+    max_length: int | None = None
+    overflow: str = "split"
+    heldout: float = 0.02
+    heldout_max_docs: int = 500
+    minhash: bool = True
+    dtype: str = "float32"
+    seed: int = 0
+    progress: bool = True
+    update: str = "full"
+    freeze_layers: int | None = None
+    lora_rank: int = 128
+    mesh: str | None = None
+
+    def __post_init__(self):
+        check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
+        if not self.data:
+            raise ValueError("--data needs at least one corpus file or folder")
+        lookup(CORPUS, self.preset, "corpus-cpt")
+        if self.method not in METHODS or self.dtype not in DTYPES:
+            raise ValueError(f"--method must be one of {METHODS} and --dtype one of {sorted(DTYPES)}; got "
+                             f"{self.method!r}, {self.dtype!r}")
+        if not 0.0 <= self.alpha <= 1.0 or (self.method != "naive" and not 0.0 < self.alpha < 1.0):
+            raise ValueError(f"--alpha (the new-data fraction) must be in (0, 1) for replay and in [0, 1] "
+                             f"otherwise, got {self.alpha}")
+        if self.mc and (self.mc_original or self.mc_domain):
+            raise ValueError("give either --mc (split with --domain-subjects) or --mc-original/--mc-domain")
+        if self.domain_subjects and not self.mc:
+            raise ValueError("--domain-subjects splits the --mc questions; --mc is missing")
+        if self.mc_shots < 0 or (self.mc_shots and not self.mc_dev):
+            raise ValueError("--mc-shots needs >= 0 shots and a --mc-dev file for them")
+        if self.mc_limit is not None and self.mc_limit < 1:
+            raise ValueError(f"--mc-limit must be >= 1, got {self.mc_limit}")
+        if not 0.0 < self.heldout < 1.0 or self.heldout_max_docs < 1:
+            raise ValueError(f"need 0 < --heldout < 1 and --heldout-max-docs >= 1, got {self.heldout}, "
+                             f"{self.heldout_max_docs}")
+        CorpusConfig(text_field=self.text_field, max_length=self.max_length or 2, overflow=self.overflow)
+        self.scale  # noqa: B018 (validates the overrides)
+
+    @property
+    def scale(self) -> Preset:
+        """The preset with the command-line overrides (warm-up capped at the step count)."""
+        unknown = sorted(set(dict(self.overrides)) - set(FLAGS))
+        if unknown:
+            raise ValueError(f"unknown preset override(s) {unknown}; known: {sorted(FLAGS)}")
+        p = lookup(CORPUS, self.preset, "corpus-cpt")
+        changes = {FLAGS[k]: v for k, v in self.overrides}
+        steps = changes.get("cpt.steps", p.cpt.steps)
+        changes.setdefault("cpt.warmup", min(p.cpt.warmup, steps) if isinstance(steps, int) else p.cpt.warmup)
+        return override(p, changes)
+
+
+# --------------------------------------------------------------------------------------------------- the run
+
+
+def evaluator_factory(cfg: CorpusCPTConfig, heldout: Packed, sets: dict, dev: list, tokenizer):
+    """``(graphdef, rest) -> evaluate(params, step)``: held-out perplexity plus MC accuracy."""
+    p, compute = cfg.scale, DTYPES[cfg.dtype]
+
+    def factory(graphdef, rest):
+        ppl = perplexity_metric(make_eval_logits(graphdef, rest, compute), heldout, batch_size=p.eval_batch)
+        mc_cfg = mc.MCConfig(shots=cfg.mc_shots, batch_size=p.eval_batch, max_length=p.mc_max_length)
+        mc_eval = mc.mc_evaluator(graphdef, rest, sets, tokenizer, mc_cfg, dev=dev, compute_dtype=compute) \
+            if sets else None
+        return combine(named_sets({"Heldout": ppl}), mc_eval)
+
+    return factory
+
+
+def summary_markdown(cfg: CorpusCPTConfig, start: dict, final: dict) -> str:
+    """A short report: the run, the data and replay counts, step 0 vs final for the headline metrics."""
+    lines = [f"# corpus-cpt: {cfg.method}" + (f", alpha = {cfg.alpha:g}" if cfg.method != "naive" else ""), "",
+             f"- model: `{cfg.model}`; data: {', '.join(f'`{d}`' for d in cfg.data)}",
+             f"- steps: {final['step']}, epochs over the mixture: {final['epochs']:.3g}",
+             (f"- corpus: {final['corpus']['texts']} documents, {final['corpus']['heldout_texts']} held out; "
+              f"{final['corpus']['train_docs']} training pieces ({final['mixture']['new_tokens']} tokens)"),
+             (f"- replay: {final['mixture']['replay_docs']} documents, {final['mixture']['replay_tokens']} tokens, "
+              f"share {final['mixture']['replay_share']:.3f}"), "",
+             "| metric | step 0 | final | change |", "|---|---|---|---|"]
+    for key in SUMMARY_KEYS:
+        if key in start and key in final:
+            a, b = start[key], final[key]
+            lines.append(f"| {key} | {a:.4g} | {b:.4g} | {b - a:+.4g} |")
+    return "\n".join(lines) + "\n"
+
+
+def corpus_docs(cfg: CorpusCPTConfig, tokenizer) -> tuple[list, list, dict]:
+    """(training pieces, held-out pieces, counts): documents are held out before they are cut into pieces."""
+    corpus_cfg = CorpusConfig(text_field=cfg.text_field, max_length=cfg.max_length or cfg.scale.seq_len,
+                              overflow=cfg.overflow)
+    texts = read_texts(list(cfg.data), text_field=cfg.text_field)
+    train_texts, held_texts = split_heldout(texts, min(cfg.heldout, cfg.heldout_max_docs / len(texts)), cfg.seed)
+    train, held = tokenize_texts(train_texts, tokenizer, corpus_cfg), tokenize_texts(held_texts, tokenizer, corpus_cfg)
+    stats = {"texts": len(texts), "heldout_texts": len(held_texts), "train_docs": len(train),
+             "heldout_docs": len(held), "tokens": int(sum(map(len, train + held)))}
+    return train, held, stats
+
+
+def run(cfg: CorpusCPTConfig) -> dict:
+    """Runs (or resumes) the CPT and returns the final metrics (also in ``final.json`` and ``summary.md``)."""
+    p, folder = cfg.scale, RunFolder(cfg.out)
+    tokenizer = load_tokenizer(cfg.model)
+    train_docs, held_docs, corpus_stats = corpus_docs(cfg, tokenizer)
+    sets = question_sets(mc=cfg.mc, domain_subjects=cfg.domain_subjects, original=cfg.mc_original,
+                         domain=cfg.mc_domain, limit=cfg.mc_limit, seed=cfg.seed)
+    dev = read_mc(list(cfg.mc_dev)) if cfg.mc_dev else []  # read before the (long) replay build: fail fast
+    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
+    check_freeze_layers(model, cfg.freeze_layers)
+    mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
+    folder.start(cfg, p)  # after every check: a refused run writes nothing
+    eos = int(tokenizer.eos_token_id)
+    replay_docs, replay_stats, alpha = [], {}, 1.0
+    if cfg.method != "naive":
+        corpus = build_replay(model, train_docs, tokenizer, real_replay_config(cfg.method, p, seed=cfg.seed,
+                              minhash=cfg.minhash), out_dir=folder.path / "replay")
+        replay_docs, replay_stats, alpha = corpus.sequences, corpus.stats, cfg.alpha
+    mixture, mix_stats = mix_replay(train_docs, replay_docs, alpha, rule="token_share", seed=cfg.seed)
+    batcher = EpochBatcher(mixture, seq_len=p.seq_len, eos_id=eos, batch_size=p.cpt.batch, seed=cfg.seed + 1)
+    factory = evaluator_factory(cfg, pack(held_docs, p.seq_len, eos), sets, dev, tokenizer)
+    model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
+    trained = train_lm(model, batcher, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress), folder=folder,
+                       evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable, mesh=mesh)
+    extra = {"method": cfg.method, "alpha": None if cfg.method == "naive" else cfg.alpha, "update": cfg.update,
+             "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
+             "corpus": corpus_stats}
+    final = finish_run(folder, factory(trained.graphdef, trained.rest), trained, extra).final
+    (folder.path / "summary.md").write_text(summary_markdown(cfg, trained.eval_at(0), final))
+    return final
+
+
+# ------------------------------------------------------------------------------------------------ command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="cfka corpus-cpt", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", nargs="+", required=True, help=".txt/.jsonl/.parquet files or folders of them")
+    ap.add_argument("--model", required=True, help="local HF folder: config.json, safetensors, tokenizer")
+    ap.add_argument("--out", required=True, help="run folder")
+    ap.add_argument("--method", default="naive", choices=METHODS)
+    ap.add_argument("--alpha", type=float, default=0.8, help="new-data fraction (replay share 1 - alpha)")
+    ap.add_argument("--preset", default="paper", choices=sorted(CORPUS))
+    ap.add_argument("--mc", nargs="+", default=[], help="MMLU-format question files/folders (split them with "
+                    "--domain-subjects)")
+    ap.add_argument("--domain-subjects", nargs="+", default=[], help="subjects of --mc that form the Domain set")
+    ap.add_argument("--mc-original", nargs="+", default=[], help="question files of the Original set")
+    ap.add_argument("--mc-domain", nargs="+", default=[], help="question files of the Domain set")
+    ap.add_argument("--mc-dev", nargs="+", default=[], help="dev questions for k-shot prompts")
+    ap.add_argument("--mc-shots", type=int, default=0)
+    ap.add_argument("--mc-limit", type=int, default=None, help="at most this many (seeded) questions per set")
+    ap.add_argument("--text-field", default="text", help="jsonl field / parquet column of the text")
+    ap.add_argument("--max-length", type=int, default=None, help="tokens per document piece (default: --seq-len)")
+    ap.add_argument("--overflow", default="split", choices=["split", "truncate"], help="long documents")
+    ap.add_argument("--heldout", type=float, default=0.02, help="fraction of documents held out for perplexity")
+    ap.add_argument("--heldout-max-docs", type=int, default=500)
+    ap.add_argument("--no-minhash", action="store_true", help="keep every replay candidate (reference)")
+    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-progress", action="store_true")
+    add_update_flags(ap)
+    for flag, field in FLAGS.items():
+        kind = float if flag in ("lr", "min_lr") else int
+        ap.add_argument("--" + flag.replace("_", "-"), type=kind, default=None, help=f"preset override of {field}")
+    return ap
+
+
+def config_from_args(argv: list[str] | None) -> CorpusCPTConfig:
+    a = build_parser().parse_args(argv)
+    overrides = tuple((flag, getattr(a, flag)) for flag in FLAGS if getattr(a, flag) is not None)
+    return CorpusCPTConfig(
+        data=tuple(a.data), model=a.model, out=a.out, method=a.method, alpha=a.alpha, preset=a.preset,
+        overrides=overrides, mc=tuple(a.mc), mc_original=tuple(a.mc_original), mc_domain=tuple(a.mc_domain),
+        domain_subjects=tuple(a.domain_subjects), mc_dev=tuple(a.mc_dev), mc_shots=a.mc_shots, mc_limit=a.mc_limit,
+        text_field=a.text_field, max_length=a.max_length, overflow=a.overflow, heldout=a.heldout,
+        heldout_max_docs=a.heldout_max_docs, minhash=not a.no_minhash, dtype=a.dtype, seed=a.seed,
+        progress=not a.no_progress, update=a.update, freeze_layers=a.freeze_layers, lora_rank=a.lora_rank,
+        mesh=a.mesh)
+
+
+def main(argv: list[str] | None = None) -> int:
+    final = run(config_from_args(argv))
+    print(json.dumps({k: v for k, v in final.items() if k.count("/") <= 1 and not isinstance(v, dict)}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

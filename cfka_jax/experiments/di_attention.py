@@ -1,0 +1,382 @@
+"""The Diversity Index against the attention of trained multi-layer ports (spec cfka_stoc.md §2.6, §2.8).
+
+    cfka di-attention --preset small --attention softmax --seeds 8 --out runs/di-small-softmax
+    cfka di-attention --preset small --attention linear --seeds 8 --out runs/di-small-linear
+    (or python -m cfka_jax.experiments.di_attention ...; docs/theory_vs_lms.md lists the commands behind its numbers)
+
+Reproduces the paper's two panels (linear attention: Pearson −0.8277 / Spearman −0.8776; softmax: −0.7842 /
+−0.8467; "Pearson < −0.8 in multi-layer LMs"). N seeds of the preset's port (softmax or the theory's causal
+linear attention) are pre-trained on the Biography PT population in one jitted program (``runs/ensemble.py``;
+kept in ``OUT/pt`` and reused when the command is run again), then, for every member:
+
+* DI of every token type from the ``pt_train`` corpus's own (token, object) counts under the four conventions
+  (centred / un-centred × co-occurring / all objects; ``lm_theory/diversity.py``) and the attention the member pays
+  to each token type on the same examples (per layer and pooled; ``lm_theory/attention.py``);
+* Pearson and Spearman with bootstrap intervals over token types (those in ≥ ``min_count`` contexts), pooled and
+  per layer; summaries over seeds, and the correlation of the seed-averaged attention;
+* the STOC link: overlap of the tokens STOC selects on ``cpt_train`` with the lowest-DI tokens;
+* retention: naive CPT of every member (``OUT/cpt``), per-fact retention against the theory's prediction.
+
+The same correlations for the untrained members (``init_control``) separate what training adds from what the
+positions of token types in their contexts already give, and ``by_slot`` repeats them within each slot.
+Writes ``OUT/di_attention.json``, ``OUT/attention.npz`` (z per member, layer and token type, trained and at
+initialisation; DI per convention; slots), ``OUT/table.md`` (the correlation table beside the paper's numbers) and
+``OUT/scatter.png`` (one point per token type, coloured by slot: name, relation, template, object).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+
+import numpy as np
+
+from cfka_jax.data.pipeline import DataBundle, build_data
+from cfka_jax.lm_theory import biography as bio
+from cfka_jax.lm_theory import retention as ret
+from cfka_jax.lm_theory.attention import attention_mass, per_type
+from cfka_jax.lm_theory.cooccurrence import CoOccurrence, count_cooccurrence
+from cfka_jax.lm_theory.diversity import CONVENTIONS, diversity_index
+from cfka_jax.lm_theory.stats import correlate, seed_summary
+from cfka_jax.lm_theory.stoc_link import overlap, selection_counts
+from cfka_jax.lm_theory.measures import MEASURES
+from cfka_jax.runs.ensemble import (EnsembleResult, EnsembleSpec, continual_ensemble, ensemble_models,
+                                    load_checkpoint, load_ensemble, pretrain_ensemble, save_ensemble)
+from cfka_jax.runs.presets import BIOGRAPHY
+from cfka_jax.train.ensemble import member, split_members
+from cfka_jax.experiments import di_measures as dm
+
+PAPER = {"linear": (-0.8277, -0.8776), "softmax": (-0.7842, -0.8467)}
+"""The paper's panels (spec §2.8): (Pearson, Spearman)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One panel (module docstring). ``pt_steps`` / ``cpt_steps`` shorten the preset's phases (warm-up scaled)."""
+
+    preset: str = "smoke"
+    attention: str = "softmax"
+    seeds: int = 8
+    arch: str = "qwen"
+    out: str = "runs/di-attention"
+    cache_dir: str = "runs/data-cache"
+    pt_steps: int | None = None
+    cpt_steps: int | None = None
+    objects: str = "value"
+    min_count: int = 20
+    num_boot: int = 1000
+    retention: bool = True
+    streams: str = "per_seed"
+    stoc_fraction: float = 0.1
+    measures: tuple[str, ...] = MEASURES
+    legacy: bool = True
+    pt_checkpoint: bool = False
+
+    def __post_init__(self):
+        self.spec()  # validates preset, arch, attention, seeds, steps and streams
+        bad = [m for m in self.measures if m not in MEASURES]
+        if bad or len(set(self.measures)) != len(self.measures):
+            raise ValueError(f"measures must be distinct names from {MEASURES}, got {self.measures!r}")
+        if self.objects not in bio.OBJECT_KINDS:
+            raise ValueError(f"objects must be one of {bio.OBJECT_KINDS}, got {self.objects!r}")
+        if self.min_count < 1 or self.num_boot < 1:
+            raise ValueError(f"min_count and num_boot must be >= 1, got {self.min_count}, {self.num_boot}")
+
+    def spec(self) -> EnsembleSpec:
+        if not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ValueError(f"seeds must be an integer >= 1, got {self.seeds!r}")
+        return EnsembleSpec(preset=self.preset, arch=self.arch, seeds=tuple(range(self.seeds)),
+                            attention=self.attention, streams=self.streams, pt_steps=self.pt_steps,
+                            cpt_steps=self.cpt_steps, log_every=25)
+
+
+def trained(cfg: Config, bundle: DataBundle, phase: str, pt: EnsembleResult | None = None) -> EnsembleResult:
+    """The phase's ensemble from ``OUT/<phase>`` when present (same spec), else trained and saved there; training
+    checkpoints to ``OUT/<phase>/ckpt`` and resumes from it when killed."""
+    path, spec = pathlib.Path(cfg.out) / phase, cfg.spec()
+    if (path / "ensemble.json").exists():
+        return load_ensemble(path, spec, bundle)
+    ckpt = path / "ckpt"
+    if cfg.pt_checkpoint and phase == "pt":
+        return load_checkpoint(ckpt, spec, bundle, phase)
+    result = (pretrain_ensemble(spec, bundle, ckpt_dir=ckpt) if phase == "pt"
+              else continual_ensemble(spec, pt, bundle, ckpt_dir=ckpt))
+    save_ensemble(path, result)
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    """The DI side of one panel: examples, counts, DI per convention, slots, eligible token types."""
+
+    examples: bio.Examples
+    counts: CoOccurrence
+    di: dict
+    slots: np.ndarray
+    eligible: np.ndarray
+
+
+def corpus(cfg: Config, bundle: DataBundle, vocab: dict) -> Corpus:
+    ex = bio.examples(bundle, "pt_train", vocab, cfg.objects)
+    packed, _ = bundle.eval["pt_train"]
+    co = count_cooccurrence(ex.contexts(packed.tokens), ex.objects, num_tokens=len(bundle.tokenizer),
+                            num_objects=len(vocab))
+    slots = bio.token_slots(bundle, "pt_train")
+    eligible = (co.n_s >= cfg.min_count) & (slots != bio.SLOTS.index("other"))
+    di = {c.name: np.asarray(diversity_index(co, c), np.float64) for c in CONVENTIONS}
+    return Corpus(ex, co, di, slots, eligible)
+
+
+def member_attention(result: EnsembleResult, e: int, bundle: DataBundle, c: Corpus) -> np.ndarray:
+    """z^l_s of member e, (L, M)."""
+    packed, _ = bundle.eval["pt_train"]
+    ex = c.examples
+    mass = attention_mass(result.graphdef, member(result.params_E, e), result.rest, packed, ex.chunk, ex.query,
+                          ex.start, num_tokens=len(bundle.tokenizer))
+    return per_type(mass, c.counts.n_s)[0]
+
+
+def init_attention(cfg: Config, bundle: DataBundle, c: Corpus) -> np.ndarray:
+    """z^l_s of every member at its initialisation, (E, L, M): the control for what the trained attention adds
+    (an untrained port's attention already depends on where a token type sits in its contexts)."""
+    graphdef, params_E, rest = split_members(ensemble_models(cfg.spec(), len(bundle.tokenizer)))
+    packed, ex = bundle.eval["pt_train"][0], c.examples
+    return np.stack([per_type(attention_mass(graphdef, member(params_E, e), rest, packed, ex.chunk, ex.query,
+                                             ex.start, num_tokens=len(bundle.tokenizer)), c.counts.n_s)[0]
+                     for e in range(len(cfg.spec().seeds))])
+
+
+def correlations(c: Corpus, z_LM: np.ndarray, num_boot: int) -> dict:
+    """{convention: {"pooled": Correlation, "layers": [Correlation per layer]}} over the eligible token types."""
+    keep, out = c.eligible, {}
+    for name, di in c.di.items():
+        out[name] = {"pooled": correlate(di[keep], z_LM.mean(0)[keep], num_boot=num_boot).as_dict(),
+                     "layers": [correlate(di[keep], z[keep], num_boot=num_boot).as_dict() for z in z_LM]}
+    return out
+
+
+def by_slot(c: Corpus, z_M: np.ndarray, num_boot: int) -> dict:
+    """{convention: {slot: Correlation}} within each slot (name, relation, template, object) with ≥ 3 types."""
+    out = {}
+    for name, di in c.di.items():
+        out[name] = {}
+        for i, slot in enumerate(bio.SLOTS[:4]):
+            sel = c.eligible & (c.slots == i)
+            if sel.sum() >= 3:
+                out[name][slot] = correlate(di[sel], z_M[sel], num_boot=num_boot).as_dict()
+    return out
+
+
+def training_change(npz: str | pathlib.Path, num_boot: int = 1000) -> dict:
+    """DI against what training changed, from ``OUT/attention.npz``: {convention: {"delta": Correlation of
+    z_trained − z_init, "log_ratio": Correlation of ln(z_trained / z_init)}} (seed-mean, pooled layers).
+
+        python -c "from cfka_jax.experiments.di_attention import training_change as t; print(t('OUT/attention.npz'))"
+    """
+    d = np.load(npz)
+    keep, z, z0 = d["eligible"], d["z_ELM"].mean((0, 1)), d["z_init_ELM"].mean((0, 1))
+    return {k[3:]: {"delta": correlate(d[k][keep], (z - z0)[keep], num_boot=num_boot).as_dict(),
+                    "log_ratio": correlate(d[k][keep], np.log(z[keep] / z0[keep]), num_boot=num_boot).as_dict()}
+            for k in d.files if k.startswith("di_")}
+
+
+def stoc_link(result: EnsembleResult, e: int, bundle: DataBundle, c: Corpus, fraction: float) -> dict:
+    """Overlap of STOC's selections on ``cpt_train`` (reference switches) with the lowest-DI tokens."""
+    selected, total = selection_counts(result.model(e), bundle.splits["cpt_train"].docs(),
+                                       num_tokens=len(bundle.tokenizer))
+    di = c.di[CONVENTIONS[0].name]
+    return overlap(di, selected, total, c.eligible, fraction=fraction)
+
+
+def retention(pt: EnsembleResult, cpt: EnsembleResult, bundle: DataBundle, vocab: dict, cfg: Config) -> list[dict]:
+    """Per member: measured per-fact retention after naive CPT against the theory's prediction."""
+    m = len(bundle.tokenizer)
+    counts = {}
+    for split in ("pt_train", "cpt_train"):
+        ex = bio.examples(bundle, split, vocab, cfg.objects)
+        counts[split] = count_cooccurrence(ex.contexts(bio.packed_split(bundle, split)[0].tokens), ex.objects,
+                                           num_tokens=m, num_objects=len(vocab))
+    test = bio.examples(bundle, "pt_test", vocab, cfg.objects)
+    packed = bundle.eval["pt_test"][0]
+    log_pt, log_cpt = ret.predicted_log_probs(counts["pt_train"], counts["cpt_train"],
+                                              ret.presence(test.contexts(packed.tokens), m), test.objects)
+    out = []
+    for e in range(len(cfg.spec().seeds)):
+        soft = [ret.example_soft(r.graphdef, member(r.params_E, e), r.rest, packed, test.chunk, test.query)
+                for r in (pt, cpt)]
+        res = ret.compare(test.facts(), soft[0], soft[1], log_pt, log_cpt, num_boot=cfg.num_boot)
+        out.append(res | {"Original/sFTA_pt": float(soft[0].mean()), "Original/sFTA_cpt": float(soft[1].mean())})
+    return out
+
+
+def summarise(per_seed: list[dict], seed_mean: dict) -> dict:
+    """Seed summaries of the pooled and per-layer correlations, next to the seed-averaged attention's."""
+    out = {}
+    for name in seed_mean:
+        layers = len(seed_mean[name]["layers"])
+        out[name] = {stat: {"pooled": seed_summary([s[name]["pooled"][stat] for s in per_seed]),
+                            "layers": [seed_summary([s[name]["layers"][i][stat] for s in per_seed])
+                                       for i in range(layers)]} for stat in ("pearson", "spearman")}
+        out[name]["seed_mean_attention"] = seed_mean[name]
+    return out
+
+
+def table(cfg: Config, summary: dict, control: dict | None = None) -> str:
+    """The correlation table beside the paper's four numbers (markdown); with ``control``, rows of the same
+    correlations for the untrained members (seed-mean attention at initialisation)."""
+    pp, ps = PAPER[cfg.attention]
+    lines = [f"| panel ({cfg.attention}, {cfg.preset}, {cfg.seeds} seeds) | DI convention | Pearson (mean ± sd "
+             f"over seeds) | Spearman | Pearson of seed-mean attention [95% CI] | Spearman [95% CI] | paper "
+             f"Pearson | paper Spearman |", "|---|---|---|---|---|---|---|---|"]
+    ci = lambda r, k: f"{r[k]:.3f} [{r[k + '_ci'][0]:.3f}, {r[k + '_ci'][1]:.3f}]"  # noqa: E731
+    for name, s in summary.items():
+        m = s["seed_mean_attention"]["pooled"]
+        lines.append(f"| pooled layers | {name} | {s['pearson']['pooled']['mean']:.3f} ± "
+                     f"{s['pearson']['pooled']['sd']:.3f} | {s['spearman']['pooled']['mean']:.3f} ± "
+                     f"{s['spearman']['pooled']['sd']:.3f} | {ci(m, 'pearson')} | {ci(m, 'spearman')} | "
+                     f"{pp:.4f} | {ps:.4f} |")
+    for name, r in (control or {}).items():
+        m = r["pooled"]
+        lines.append(f"| untrained (init control) | {name} | — | — | {ci(m, 'pearson')} | {ci(m, 'spearman')} | "
+                     f"{pp:.4f} | {ps:.4f} |")
+    return "\n".join(lines)
+
+
+def scatter(cfg: Config, c: Corpus, z_mean: np.ndarray, out: pathlib.Path) -> None:
+    """DI (each convention) against the seed-mean pooled attention, one point per token type, coloured by slot."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 8))
+    keep = c.eligible
+    for ax, (name, di) in zip(axes.flat, c.di.items()):
+        for i, slot in enumerate(bio.SLOTS[:4]):
+            sel = keep & (c.slots == i)
+            ax.scatter(di[sel], z_mean[sel], s=10, alpha=0.7, label=f"{slot} ({int(sel.sum())})")
+        r = correlate(di[keep], z_mean[keep], num_boot=1)
+        ax.set(xlabel=f"DI ({name})", ylabel="attention (seed mean, pooled)",
+               title=f"Pearson {r.pearson:.2f}, Spearman {r.spearman:.2f}")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{cfg.attention} attention, {cfg.preset} preset, {cfg.seeds} seeds; paper: Pearson "
+                 f"{PAPER[cfg.attention][0]}, Spearman {PAPER[cfg.attention][1]}")
+    fig.tight_layout()
+    fig.savefig(out / "scatter.png", dpi=110)
+    plt.close(fig)
+
+
+def legacy(cfg: Config, pt: EnsembleResult, bundle: DataBundle, vocab: dict, c: Corpus, out: pathlib.Path
+           ) -> dict:
+    """The original panel (issue 14): head-averaged context attention, STOC link, retention, table, scatter."""
+    members = range(len(cfg.spec().seeds))
+    z = np.stack([member_attention(pt, e, bundle, c) for e in members])
+    per_seed = [correlations(c, z[e], cfg.num_boot) for e in members]
+    summary = summarise(per_seed, correlations(c, z.mean(0), cfg.num_boot))
+    z0 = init_attention(cfg, bundle, c)
+    control = correlations(c, z0.mean(0), cfg.num_boot)
+    np.savez_compressed(out / "attention.npz", z_ELM=z, z_init_ELM=z0, slots=c.slots, eligible=c.eligible,
+                        n_s=c.counts.n_s, **{f"di_{k.replace('/', '_')}": v for k, v in c.di.items()})
+    stoc = [stoc_link(pt, e, bundle, c, cfg.stoc_fraction) for e in members]
+    res = {"token_types": {s: int((c.eligible & (c.slots == i)).sum()) for i, s in enumerate(bio.SLOTS)},
+           "examples": int(len(c.examples.objects)), "mean_context_length": c.counts.mean_length,
+           "summary": summary, "per_seed": per_seed, "init_control": control,
+           "by_slot": by_slot(c, z.mean(0).mean(0), cfg.num_boot),
+           "init_by_slot": by_slot(c, z0.mean(0).mean(0), cfg.num_boot),
+           "stoc": {"per_seed": stoc, "overlap": seed_summary([s["overlap"] for s in stoc]),
+                    "spearman_rate_di": seed_summary([s["spearman_rate_di"] for s in stoc])}}
+    if cfg.retention:
+        cpt = trained(cfg, bundle, "cpt", pt)
+        rows = retention(pt, cpt, bundle, vocab, cfg)
+        rho = [r["retention"]["spearman"] for r in rows if "retention" in r]
+        res["retention"] = {"per_seed": rows, "spearman": seed_summary(rho) if rho else None}
+        res["cpt_training"] = {"cpt_seconds": cpt.seconds, "cpt_nonfinite_steps": cpt.nonfinite.tolist()}
+    scatter(cfg, c, z.mean(0).mean(0), out)
+    dm.write_atomic(out / "table.md", table(cfg, summary, control) + "\n")
+    return res
+
+
+def regime(cfg: Config, pt: EnsembleResult, heldout: list[dict]) -> str:
+    """The panel's training regime, for table titles: PT steps done of the preset's, and held-out sFTA."""
+    sfta = float(np.mean([h["Original/sFTA"] for h in heldout]))
+    below = "; BELOW 0.7 held-out sFTA" if sfta < 0.7 else ""
+    return (f"{cfg.preset}, PT {int(pt.steps[-1])}/{BIOGRAPHY[cfg.preset].pt.steps} steps, held-out sFTA "
+            f"{sfta:.2f}{below}")
+
+
+def run(cfg: Config) -> dict:
+    out = pathlib.Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bundle = build_data(cfg.spec().scale.data_config(), cfg.cache_dir)
+    vocab = bio.object_vocabulary(bundle, cfg.objects)
+    pt, c = trained(cfg, bundle, "pt"), corpus(cfg, bundle, vocab)
+    held = dm.heldout(pt, bundle, cfg.spec().scale.em_docs)
+    res = {"config": dataclasses.asdict(cfg), "paper": dict(zip(("pearson", "spearman"), PAPER[cfg.attention])),
+           "heldout": held, "regime": regime(cfg, pt, held),
+           "training": {"pt_step": int(pt.steps[-1]), "pt_seconds": pt.seconds,
+                        "pt_final_loss": pt.losses[-1].tolist(), "pt_nonfinite_steps": pt.nonfinite.tolist()}}
+    if cfg.measures:
+        res["measures"], arrays = dm.panel(pt, bundle, vocab, c.slots, objects=cfg.objects, min_count=cfg.min_count,
+                                           measures=cfg.measures, num_boot=cfg.num_boot)
+        np.savez_compressed(out / "measures.npz", slots=c.slots, **arrays)
+        dm.write_atomic(out / "table_measures.md", dm.table(res["measures"], world=cfg.preset,
+                                                            attention=cfg.attention, paper=PAPER[cfg.attention],
+                                                            regime=res["regime"]) + "\n")
+    if cfg.legacy:
+        res |= legacy(cfg, pt, bundle, vocab, c, out)
+    dm.write_json(out / "di_attention.json", res)
+    return res
+
+
+def parse(argv: list[str] | None) -> Config:
+    ap = argparse.ArgumentParser(prog="cfka di-attention", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", default="smoke", choices=list(BIOGRAPHY))
+    ap.add_argument("--attention", default="softmax", choices=["softmax", "linear"])
+    ap.add_argument("--seeds", type=int, default=8, help="ensemble size N (seeds 0 … N−1)")
+    ap.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cache-dir", default="runs/data-cache")
+    ap.add_argument("--pt-steps", type=int, default=None, help="shorten PT (warm-up scaled); default: the preset's")
+    ap.add_argument("--cpt-steps", type=int, default=None, help="shorten the naive CPT of the retention check")
+    ap.add_argument("--objects", default="value", choices=list(bio.OBJECT_KINDS))
+    ap.add_argument("--min-count", type=int, default=20, help="minimum contexts holding a token type")
+    ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples per interval")
+    ap.add_argument("--no-retention", action="store_true", help="skip the naive-CPT retention check")
+    ap.add_argument("--streams", default="per_seed", choices=["per_seed", "shared"])
+    ap.add_argument("--measures", default=",".join(MEASURES),
+                    help=f"comma-separated attention measures ({', '.join(MEASURES)}); empty: none")
+    ap.add_argument("--skip-legacy", action="store_true",
+                    help="skip the original panel (context attention table, scatter, STOC link, retention)")
+    ap.add_argument("--pt-checkpoint", action="store_true",
+                    help="measure the newest checkpoint of a PT still in progress (OUT/pt/ckpt)")
+    a = ap.parse_args(argv)
+    measures = tuple(m for m in a.measures.split(",") if m)
+    bad = [m for m in measures if m not in MEASURES]
+    if bad:
+        ap.error(f"--measures: unknown {bad}; choose from {', '.join(MEASURES)}")
+    return Config(preset=a.preset, attention=a.attention, seeds=a.seeds, arch=a.arch, out=a.out,
+                  cache_dir=a.cache_dir, pt_steps=a.pt_steps, cpt_steps=a.cpt_steps, objects=a.objects,
+                  min_count=a.min_count, num_boot=a.bootstrap, retention=not a.no_retention, streams=a.streams,
+                  measures=measures, legacy=not a.skip_legacy, pt_checkpoint=a.pt_checkpoint)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse(argv)
+    res = run(cfg)
+    print(f"regime: {res['regime']}")
+    if "measures" in res:
+        print(dm.table(res["measures"], world=cfg.preset, attention=cfg.attention, paper=PAPER[cfg.attention],
+                       regime=res["regime"]))
+    if not cfg.legacy:
+        return 0
+    print(table(cfg, res["summary"], res["init_control"]))
+    print(f"STOC overlap (top {cfg.stoc_fraction:.0%} selected vs lowest DI): {res['stoc']['overlap']['mean']:.3f} "
+          f"± {res['stoc']['overlap']['sd']:.3f}, chance {res['stoc']['per_seed'][0]['chance']:.3f}")
+    if "retention" in res and res["retention"]["spearman"] is not None:
+        s = res["retention"]["spearman"]
+        print(f"retention: Spearman(predicted, measured) {s['mean']:.3f} ± {s['sd']:.3f} over {s['n']} seeds")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

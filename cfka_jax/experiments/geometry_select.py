@@ -1,0 +1,258 @@
+"""``cfka geometry select``: top-5 % data selection by CH1 / CH1 + CH2 against LESS, DataInf, HyperINF and random
+(spec §4.5 reconstruction, §9).
+
+World: the synthetic multi-class task (``cfka_jax/geometry/synthetic.py``) with ``classes`` classes; the pool is
+their train items, the target is ``target_classes`` of them. The base model is fitted on the pretraining classes
+(it knows the format, not these rules). Every method scores each pool item by its mean similarity to the target
+set (``target_per_class`` test items per target class); the top ``fraction`` of the pool is kept and the base
+model is fine-tuned on it (``ft_steps`` AdamW steps, response tokens supervised, one compiled step for every run);
+downstream accuracy = response-token accuracy on the target classes' held-out test items (disjoint from the
+target set). Methods, at the same budget:
+
+* ``random``; ``ch1`` and ``ch1-ch2-inputln`` (forward-only, ``total_unique`` vocabulary, mean S over the target);
+* ``datainf`` (scope ``modeled``, +score, mean over the target items);
+* ``hyperinf`` (scope ``modeled``, Schulz inverse of the per-matrix generalised Fisher, target mean gradient);
+* ``less``: warm-up on a random ``fraction`` of the pool for ``less_epochs`` epochs, checkpoints after each epoch
+  with the Adam moments, features projected to ``less_dim``; ``oracle`` (random items of the target classes) and
+  ``base`` (no fine-tuning) as references.
+
+Seeds vary the random selections, the LESS warm-up subset and projection, and the fine-tuning order; the world
+and the base model are fixed (one base fit, for time). Writes ``select.json`` / ``select.md`` /
+``select_accuracy.png``::
+
+    cfka geometry select --scale small --out runs/geometry/select
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from cfka_jax.geometry import attribution, baselines, selection
+from cfka_jax.geometry.net import Net, leaf_path
+from cfka_jax.geometry.synthetic import (
+    ModelConfig,
+    TaskConfig,
+    fit,
+    make_finetuner,
+    make_task,
+    optim_config,
+    response_mask,
+)
+from cfka_jax.train.optim import lr_schedule
+from cfka_jax.jsonio import read_json_object
+from cfka_jax.experiments.geometry_common import _clean, markdown_table, save_plot, write_json, write_markdown
+
+METHODS = ("random", "ch1", "ch1-ch2-inputln", "datainf", "hyperinf", "less", "oracle")
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectScale:
+    task: TaskConfig
+    model: ModelConfig
+    pretrain_steps: int
+    target_classes: int
+    target_per_class: int
+    ft_steps: int
+    less_epochs: int
+    less_dim: int
+    seeds: tuple[int, ...]
+
+
+SCALES = {
+    "smoke": SelectScale(TaskConfig(num_classes=4, train_per_class=10, test_per_class=4, pretrain_classes=2,
+                                    pretrain_per_class=8, template_len=3, input_len=3),
+                         ModelConfig(hidden=16, layers=2, heads=2, kv_heads=1, intermediate=24), pretrain_steps=2,
+                         target_classes=1, target_per_class=2, ft_steps=2, less_epochs=2, less_dim=16, seeds=(0,)),
+    "small": SelectScale(TaskConfig(num_classes=20, train_per_class=50, test_per_class=20), ModelConfig(),
+                         pretrain_steps=600, target_classes=2, target_per_class=10, ft_steps=60, less_epochs=4,
+                         less_dim=2048, seeds=(0, 1, 2)),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectConfig:
+    scale: str = "smoke"
+    arch: str = "qwen"
+    fraction: float = 0.05
+    lr: float = 1e-3
+    seeds: tuple[int, ...] = ()
+    out: str = "runs/geometry/select"
+
+    def __post_init__(self):
+        if self.scale not in SCALES:
+            raise ValueError(f"unknown scale {self.scale!r}; choose from {sorted(SCALES)}")
+        if not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"fraction must be in (0, 1], got {self.fraction}")
+
+
+def _splits(task, s):
+    per = s.task.test_per_class
+    cls = task.test_labels
+    in_target = cls < s.target_classes
+    rank = np.arange(len(cls)) % per
+    return {"target": np.flatnonzero(in_target & (rank < s.target_per_class)),
+            "eval": np.flatnonzero(in_target & (rank >= s.target_per_class)),
+            "relevant": np.flatnonzero(task.train_labels < s.target_classes)}
+
+
+def _forward_scores(params, net, task, target):
+    vmask = attribution.total_unique_mask([task.train_tokens, task.test_tokens], task.config.vocab_size)
+    feat = jax.jit(functools.partial(attribution.sequence_features, net=net, gh="gh_inputln", vocab_mask=vmask))
+    ft = feat(params, {"tokens": jnp.asarray(task.test_tokens[target])})
+    fp = feat(params, task.batch("train"))
+    return {p: np.asarray(attribution.gram_scores(ft, fp, preset=p)).mean(0) for p in ("ch1", "ch1-ch2-inputln")}
+
+
+@functools.lru_cache(maxsize=8)
+def _grad_fn(net):
+    return jax.jit(functools.partial(baselines.sequence_grads, net=net, scope="modeled"))
+
+
+def _grads(params, net, tokens):
+    return _grad_fn(net)(params, {"tokens": jnp.asarray(tokens)})
+
+
+def _influence_scores(params, net, task, target):
+    gp, cp = _grads(params, net, task.train_tokens)
+    gt, ct = _grads(params, net, task.test_tokens[target])
+    datainf = np.asarray(baselines.datainf_scores(gt, ct, gp, cp)).mean(0)
+    train, val = selection.loss_grads(gp, cp), selection.loss_grads(gt, ct)
+    shapes = {p: tuple(x.shape) for p, x in _leaves(params).items() if p in train}
+    hyper = selection.hyperinf_scores(train, {p: v.mean(0) for p, v in val.items()}, selection.matrix_shapes(shapes))
+    return {"datainf": datainf, "hyperinf": np.asarray(hyper)}
+
+
+def _leaves(tree) -> dict:
+    return {leaf_path(k): x for k, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _adam_moments(opt_state):
+    states = [x for x in jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
+              if isinstance(x, optax.ScaleByAdamState)]
+    if len(states) != 1:
+        raise ValueError(f"expected one Adam state in the optimiser, found {len(states)}")
+    return _leaves(states[0].mu), _leaves(states[0].nu)
+
+
+def _less_scores(base_params, net, task, target, run_warmup, s, fraction, lr, seed):
+    rng = np.random.default_rng(seed)
+    warm = rng.choice(len(task.train_tokens), size=max(1, int(round(fraction * len(task.train_tokens)))),
+                      replace=False)
+    points = _less_points(len(warm), s.less_epochs)
+    ckpts = []
+    run_warmup(base_params, task.train_tokens[warm], response_mask(task.config, len(warm)), seed,
+               callback=lambda st, t: ckpts.append(jax.tree.map(jnp.copy, (st.params, *_adam_moments(st.opt_state)))),
+               callback_steps=points)
+    proj = None
+    train_feats, val_feats = [], []
+    for params, mu, nu in ckpts:
+        gp, cp = _grads(params, net, task.train_tokens)
+        gt, ct = _grads(params, net, task.test_tokens[target])
+        g = selection.loss_grads(gp, cp)
+        keys = sorted(g)
+        flat = selection.flatten(g)
+        if proj is None:
+            proj = selection.projection(jax.random.key(seed), flat.shape[1], s.less_dim)
+        m = jnp.concatenate([jnp.ravel(mu[p]) for p in keys])
+        v = jnp.concatenate([jnp.ravel(nu[p]) for p in keys])
+        train_feats.append(selection.less_features(flat, m, v, proj))
+        val_feats.append(selection.flatten(selection.loss_grads(gt, ct)).mean(0) @ proj)
+    sched = lr_schedule(optim_config(points[-1], lr))
+    lrs = [float(np.mean([sched(t) for t in range(a, b)])) for a, b in zip([0] + points[:-1], points)]
+    return np.asarray(selection.less_scores(train_feats, val_feats, lrs))
+
+
+def _accuracy(logits_fn, params, task, rows):
+    tokens = task.test_tokens[rows]
+    pred = np.asarray(jnp.argmax(logits_fn(params, jnp.asarray(tokens))[:, :-1], axis=-1))
+    mask = response_mask(task.config, len(rows))[:, 1:]
+    return float(np.sum((pred == tokens[:, 1:]) * mask) / np.sum(mask))
+
+
+def _less_points(n_warm: int, epochs: int, batch: int = 16) -> list[int]:
+    per_epoch = max(1, n_warm // batch)
+    return [per_epoch * (e + 1) for e in range(epochs)]
+
+
+def _selections(scores: dict, task, s, cfg, seed) -> dict[str, np.ndarray]:
+    n = len(task.train_tokens)
+    k = int(np.ceil(cfg.fraction * n))
+    rng = np.random.default_rng(seed)
+    out = {m: selection.top_fraction(sc, cfg.fraction) for m, sc in scores.items()}
+    out["random"] = rng.choice(n, size=k, replace=False)
+    relevant = np.flatnonzero(task.train_labels < s.target_classes)
+    out["oracle"] = rng.choice(relevant, size=min(k, len(relevant)), replace=False)
+    return out
+
+
+def _done_rows(out: pathlib.Path, cfg: SelectConfig) -> list[dict]:
+    """Rows of the seeds finished by an earlier run of the same config (``select_rows.json``), else []."""
+    path = out / "select_rows.json"
+    if not path.exists():
+        return []
+    data = read_json_object(path, "a selection resume file")
+    return data["rows"] if data.get("config") == _clean(dataclasses.asdict(cfg)) else []
+
+
+def run_select(cfg: SelectConfig) -> dict:
+    s = SCALES[cfg.scale]
+    task = make_task(s.task)
+    base, _ = fit(dataclasses.replace(s.model, arch=cfg.arch).build(s.task.vocab_size), task,
+                  steps=s.pretrain_steps, batch_size=min(32, len(task.pretrain_tokens)))
+    net, params = Net.split(base)
+    sp = _splits(task, s)
+    scores = {**_forward_scores(params, net, task, sp["target"]), **_influence_scores(params, net, task, sp["target"])}
+    k = int(np.ceil(cfg.fraction * len(task.train_tokens)))
+    finetune = make_finetuner(net.graphdef, net.rest, steps=s.ft_steps, batch_size=min(16, k), lr=cfg.lr)
+    warmup = make_finetuner(net.graphdef, net.rest, steps=_less_points(k, s.less_epochs)[-1], batch_size=min(16, k),
+                            lr=cfg.lr)
+    logits = jax.jit(lambda p, t: net.model(p)(t).logits)
+    base_acc = _accuracy(logits, params, task, sp["eval"])
+    out = pathlib.Path(cfg.out)
+    rows = _done_rows(out, cfg)
+    for seed in cfg.seeds or s.seeds:
+        if any(r["seed"] == seed for r in rows):
+            continue
+        seed_scores = {**scores, "less": _less_scores(params, net, task, sp["target"], warmup, s, cfg.fraction,
+                                                      cfg.lr, seed)}
+        for method, idx in _selections(seed_scores, task, s, cfg, seed).items():
+            state, _ = finetune(params, task.train_tokens[idx], response_mask(task.config, len(idx)), seed)
+            rows.append({"seed": seed, "method": method, "accuracy": _accuracy(logits, state.params, task, sp["eval"]),
+                         "precision": float(np.mean(np.isin(idx, sp["relevant"]))), "selected": len(idx)})
+        write_json(out, "select_rows", {"config": dataclasses.asdict(cfg), "rows": rows})  # resume point
+    summary = {m: {key: (float(np.mean([r[key] for r in rows if r["method"] == m])),
+                         float(np.std([r[key] for r in rows if r["method"] == m])))
+                   for key in ("accuracy", "precision")} for m in METHODS}
+    write_json(out, "select", {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s),
+                               "base_accuracy": base_acc, "summary": summary, "runs": rows})
+    table = [[m, f"{v['accuracy'][0]:.3f} ± {v['accuracy'][1]:.3f}",
+              f"{v['precision'][0]:.3f} ± {v['precision'][1]:.3f}"] for m, v in summary.items()]
+    body = markdown_table(["method", "target accuracy after fine-tuning", "selected from the target classes"], table)
+    body += (f"\nPool {len(task.train_tokens)} items ({s.task.num_classes} classes), target {s.target_classes} "
+             f"classes ({len(sp['target'])} scoring items, {len(sp['eval'])} held-out evaluation items); top "
+             f"{cfg.fraction:.0%} = "
+             f"{k} items; fine-tune {s.ft_steps} AdamW steps (lr {cfg.lr:g}, batch {min(16, k)}); base model accuracy "
+             f"{base_acc:.3f}; seeds {list(cfg.seeds or s.seeds)} (mean ± std, ddof 0).\n")
+    write_markdown(out, "select", "Top-5 % data selection (synthetic)", body)
+    _plot(out, rows)
+    return summary
+
+
+def _plot(out, rows):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for i, m in enumerate(METHODS):
+        ys = [r["accuracy"] for r in rows if r["method"] == m]
+        ax.scatter([i] * len(ys), ys, s=14)
+        ax.hlines(np.mean(ys), i - 0.3, i + 0.3, color="k")
+    ax.set_xticks(range(len(METHODS)), METHODS, fontsize=8)
+    ax.set(ylabel="target-class response accuracy", title="top-5 % selection, fine-tuned")
+    return save_plot(fig, out, "select_accuracy")

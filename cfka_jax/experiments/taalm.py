@@ -1,0 +1,175 @@
+"""TAALM on synthetic LAMA-CKL and TemporalWiki (Seo et al., NeurIPS 2024, Table 1 and the TemporalWiki table;
+spec taalm.md §4–§9): meta-train the Train-Attention model φ, then run every method on the same θ0.
+
+    cfka taalm --preset smoke|small|paper --out DIR [--methods "Finetune,Oracle,TAALM"] [--no-twiki]
+    cfka taalm --biography PT_DIR --preset smoke|small --out DIR     # φ for a Biography CPT run (taalm_biography)
+    cfka taalm --lama-ckl DIR | --temporalwiki DIR --model HF_DIR ...  # the real files (taalm_real)
+    python -m cfka_jax.experiments.taalm --preset small --out runs/taalm-small
+
+Pipeline (every stage resumes from ``DIR``): the synthetic world (``data/ckl_world.py``) → a word-level tokenizer →
+θ0 pre-trained on the PT corpus (``DIR/pt``) → θ0 scores every candidate fact and the LAMA-CKL files are selected
+(``DIR/lama_ckl/*.jsonl``) → φ (a copy of θ0 with LoRA and a scalar head) is meta-trained on the TA pairs
+(``DIR/phi``, ``DIR/metatrain.json``) → LAMA-CKL for each method (``DIR/lama/<method>.json``) → TemporalWiki
+(``DIR/twiki/<method>.json``). Writes ``table.md`` / ``table.json`` (LAMA-CKL beside the paper's Llama-2-7B
+numbers, TemporalWiki beside TinyLlama's), ``accuracy.png`` (TO-LEARN and NOT-TO-FORGET accuracy per epoch per
+method) and ``phi_heatmap.png`` (φ's weights on a few TO-LEARN evidence paragraphs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+
+from cfka_jax.continual.ckl import CKLConfig
+from cfka_jax.continual.ckl_methods import Method
+from cfka_jax.continual.ckl_setup import ModelSize, PTConfig, build_lm, candidate_scores, pretrain_texts
+from cfka_jax.continual.peft import LoRAConfig
+from cfka_jax.continual.taalm import AdamWConfig, MetaConfig, MetaTrainConfig, PhiConfig
+from cfka_jax.data.ckl_world import build_synthetic_world
+from cfka_jax.data.lama_ckl import SyntheticCKLConfig
+from cfka_jax.experiments import taalm_stages as stages
+
+LAMA_METHODS = ("Finetune", "Oracle", "RHO-1", "Mix-review", "RecAdam", "K-Adapter", "TAALM", "TAALM + K-Adapter",
+                "TAALM + Mix-review", "TAALM + RecAdam", "TAALM + K-Adapter + RecAdam",
+                "TAALM + K-Adapter + Mix-review + RecAdam", "K-Adapter (dropout 0.1)",
+                "TAALM + K-Adapter (dropout 0.1)", "RHO-1 (taalm_code)")
+TWIKI_METHODS = ("Finetune", "Oracle", "RHO-1", "Mix-review", "RecAdam", "K-Adapter", "TAALM",
+                 "K-Adapter (dropout 0.1)")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaalmConfig:
+    """Everything one ``cfka taalm`` run does (presets below). ``review``: Mix-review replays the NOT-TO-FORGET
+    evidence (reference, quirk #25) or evidence of other invariant facts (``disjoint``)."""
+
+    preset: str = "small"
+    out: str = "runs/taalm-small"
+    data: SyntheticCKLConfig = SyntheticCKLConfig()
+    model: ModelSize = ModelSize()
+    pt: PTConfig = PTConfig()
+    theta_lora: LoRAConfig = LoRAConfig(rank=16, alpha=4.0, dropout=0.1)
+    phi: PhiConfig = PhiConfig(lora=LoRAConfig(rank=16, alpha=4.0, dropout=0.1))
+    metatrain: MetaTrainConfig = MetaTrainConfig()
+    ckl: CKLConfig = CKLConfig()
+    twiki: CKLConfig = CKLConfig(epochs=1)
+    methods: tuple[str, ...] = LAMA_METHODS
+    twiki_methods: tuple[str, ...] = TWIKI_METHODS
+    strict_selection: bool = True
+    review: str = "not_to_forget"
+    unchanged_per_period: int = 100
+    heatmap_docs: int = 4
+    progress: bool = True
+
+    def __post_init__(self):
+        for name in (*self.methods, *self.twiki_methods):
+            Method.parse(name)  # raises on unknown names
+        if self.review not in ("not_to_forget", "disjoint"):
+            raise ValueError(f"review must be 'not_to_forget' (reference) or 'disjoint', got {self.review!r}")
+        if self.heatmap_docs < 0 or self.unchanged_per_period < 1:
+            raise ValueError("heatmap_docs must be >= 0 and unchanged_per_period >= 1")
+
+
+def _smoke(out: str) -> TaalmConfig:
+    lora = LoRAConfig(rank=4, alpha=1.0, dropout=0.1)
+    return TaalmConfig(
+        preset="smoke", out=out, strict_selection=False, unchanged_per_period=6, heatmap_docs=2,
+        data=SyntheticCKLConfig(pt_changed=4, to_learn_pool=10, ta_pool=10, twiki_pool=6, other=6, to_learn=8,
+                                not_to_forget=8, bios_per_person=1, distractors=1),
+        model=ModelSize(hidden=32, layers=2, heads=2, kv_heads=1, intermediate=64),
+        pt=PTConfig(epochs=2, batch_size=8, seq_len=64), theta_lora=lora, phi=PhiConfig(lora=lora),
+        metatrain=MetaTrainConfig(epochs=1, meta_batch=4, val_size=4, val_every=2, max_steps=3, val_epochs=1),
+        ckl=CKLConfig(epochs=2, batch_size=4, lr=1e-3, eval_batch=16),
+        twiki=CKLConfig(epochs=1, batch_size=4, lr=1e-3, eval_batch=16))
+
+
+def _small(out: str) -> TaalmConfig:
+    lora = LoRAConfig(rank=16, alpha=4.0, dropout=0.1)
+    data = SyntheticCKLConfig(pt_changed=30, to_learn_pool=60, ta_pool=120, twiki_pool=60, other=30, to_learn=45,
+                              not_to_forget=50, bios_per_person=1)
+    return TaalmConfig(
+        preset="small", out=out, theta_lora=lora, phi=PhiConfig(lora=lora), data=data,
+        model=ModelSize(hidden=64, layers=3, heads=4, kv_heads=2, intermediate=192),
+        pt=PTConfig(epochs=40, batch_size=16, seq_len=128), unchanged_per_period=50,
+        metatrain=MetaTrainConfig(epochs=16, meta_batch=8, val_size=16, val_every=10, val_lr=3e-3,
+                                  outer=AdamWConfig(lr=2e-2), meta=MetaConfig(pair_chunk=4)),
+        ckl=CKLConfig(epochs=30, batch_size=16, lr=3e-3, eval_batch=50),
+        twiki=CKLConfig(epochs=1, batch_size=16, lr=3e-3, eval_batch=50))
+
+
+def _paper(out: str) -> TaalmConfig:
+    lora = LoRAConfig(rank=64, alpha=16.0, dropout=0.1)
+    data = SyntheticCKLConfig(pt_changed=300, to_learn_pool=600, ta_pool=4200, twiki_pool=1800, other=800,
+                              to_learn=500, not_to_forget=500, bios_per_person=3)
+    return TaalmConfig(
+        preset="paper", out=out, data=data, theta_lora=lora, phi=PhiConfig(lora=lora),
+        model=ModelSize(hidden=768, layers=12, heads=12, kv_heads=12, intermediate=3072),
+        pt=PTConfig(epochs=60, batch_size=64, seq_len=512, peak_lr=1e-3, min_lr=5e-5),
+        metatrain=MetaTrainConfig(epochs=30, meta_batch=16, val_size=16, val_every=10),
+        ckl=CKLConfig(epochs=30, batch_size=64, lr=1e-4), twiki=CKLConfig(epochs=1, batch_size=64, lr=1e-4),
+        unchanged_per_period=500)
+
+
+PRESETS = {"smoke": _smoke, "small": _small, "paper": _paper}
+
+
+def preset(name: str, out: str | None = None) -> TaalmConfig:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+    return PRESETS[name](out or f"runs/taalm-{name}")
+
+
+def run(cfg: TaalmConfig, *, twiki: bool = True) -> dict:
+    """Every stage (module docstring); returns ``{"lama": {method: result}, "twiki": {method: [periods]}}``."""
+    out = pathlib.Path(cfg.out)
+    stages.check_config(out, cfg)
+    world = build_synthetic_world(cfg.data)
+    tok = stages.tokenizer(out, world)
+    model = build_lm(cfg.model, len(tok), seed=cfg.pt.seed)
+    pt_record = pretrain_texts(model, tok, world.pt_texts, cfg.pt, out / "pt", progress=cfg.progress)
+    sets = stages.select_sets(out, world, lambda: candidate_scores(model, tok, world.all_records()),
+                              cfg.strict_selection)
+    phi, setup = stages.phi_stage(out, cfg, model, tok, sets)
+    lama = stages.lama_stage(out, cfg, model, tok, sets, setup, world)
+    tw = stages.twiki_stage(out, cfg, model, tok, world, setup, sets) if twiki else {}
+    stages.write_reports(out, cfg, lama, tw, sets, pt_record, setup, tok)
+    return {"lama": lama, "twiki": tw}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a == "--biography" or a.startswith("--biography=") for a in argv):
+        from cfka_jax.experiments import taalm_biography
+
+        return taalm_biography.main(argv)
+    if any(a.split("=")[0] in ("--lama-ckl", "--temporalwiki") for a in argv):
+        from cfka_jax.experiments import taalm_real
+
+        return taalm_real.main(argv)
+    ap = argparse.ArgumentParser(prog="cfka taalm", description=__doc__.splitlines()[0])
+    ap.add_argument("--biography", default=None, metavar="PT_DIR",
+                    help="meta-train φ for the Biography world of this finished `cfka pt` run and measure it in "
+                         "`cfka cpt` with replay (cfka_jax/experiments/taalm_biography.py; its own options)")
+    ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    ap.add_argument("--out", default=None, help="run folder (default runs/taalm-<preset>)")
+    ap.add_argument("--methods", default=None, help="comma-separated LAMA-CKL methods (default: all)")
+    ap.add_argument("--twiki-methods", default=None, help="comma-separated TemporalWiki methods (default: all)")
+    ap.add_argument("--no-twiki", action="store_true", help="skip TemporalWiki")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    cfg = preset(args.preset, args.out)
+    split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
+    over = {"progress": not args.no_progress}
+    if args.methods:
+        over["methods"] = split(args.methods)
+    if args.twiki_methods:
+        over["twiki_methods"] = split(args.twiki_methods)
+    run(dataclasses.replace(cfg, **over), twiki=not args.no_twiki)
+    print((pathlib.Path(cfg.out) / "table.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,237 @@
+"""TAALM beyond the reference: φ's token weights in a Biography CPT run with replay (issue #16, one row).
+
+    cfka taalm --biography PT_DIR --preset smoke|small --out DIR [--method replay-all] [--phi-only]
+    python -m cfka_jax.experiments.taalm_biography --pt-dir runs/taalm-bio/pt-small-qwen --preset small --out runs/taalm-bio
+
+Stages (each resumes from ``DIR``):
+
+1. ``DIR/phi``: φ (a copy of the PT model with LoRA and the scalar head) meta-trained on (D, T_D) pairs of people
+   made up from the world's name parts and attribute values (``continual/taalm/biography.py``): never a CPT
+   person, so φ never sees the facts Continual FTA measures; ``DIR/metatrain.json`` logs it. The inner θ is
+   the PT model with LoRA (``adamw2_ref``), as in ``cfka taalm``'s LAMA-CKL φ.
+2. ``DIR/cpt-<method>``, ``DIR/cpt-<method>-phi`` (and ``-uniform``): the same CPT run
+   (``runs.biography.continual``, same spec, data, replay and seed) with the plain next-token loss, with TWPPL
+   under φ's weights, computed inside the jitted step from the batch's tokens (what ``cfka cpt --token-weights
+   DIR/phi`` does), and (``uniform_control``) with TWPPL at w = 1, which isolates TWPPL's per-row normalisation.
+3. ``DIR/table.md`` / ``table.json``: Continual and Original sFTA/hFTA (and EM) of both runs; φ's mean weight on
+   the value tokens and on the other tokens of the CPT training biographies; ``DIR/phi_heatmap.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import time
+
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from cfka_jax import jsonio
+from cfka_jax.continual.ckl_setup import meta_setup, merged_phi
+from cfka_jax.continual.peft import LoRAConfig
+from cfka_jax.continual.taalm import AdamWConfig, MetaConfig, MetaTrainConfig, PhiConfig, meta_train, save_phi
+from cfka_jax.continual.taalm.biography import biography_pairs, extra_people
+from cfka_jax.continual.taalm.twppl import twppl_loss
+from cfka_jax.continual.taalm.weights import phi_token_weights
+from cfka_jax.data.biography import load_templates
+from cfka_jax.data.pipeline import build_data
+from cfka_jax.data.tokenize import tokenizer_fingerprint
+from cfka_jax.eval.batches import right_pad
+from cfka_jax.provenance import KEY, check_made_from, fingerprint
+from cfka_jax.runs.biography import build_model, continual
+from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.presets import BIOGRAPHY
+from cfka_jax.runs.specs import CPTSpec
+from cfka_jax.train.step import master_params
+from cfka_jax.experiments import taalm_report as report
+
+METRICS = ("Continual/sFTA", "Continual/hFTA", "Original/sFTA", "Original/hFTA", "Continual/EM", "Original/EM")
+
+
+@dataclasses.dataclass(frozen=True)
+class BioTaalmConfig:
+    """One ``cfka taalm --biography`` run (presets below)."""
+
+    preset: str = "small"
+    pt_dir: str = "runs/taalm-bio/pt-small-qwen"
+    out: str = "runs/taalm-bio"
+    cache_dir: str = "runs/taalm-bio/data-cache"
+    method: str = "replay-all"
+    people: int = 150
+    probes_per_person: int = 2
+    pair_seed: int = 1
+    theta_lora: LoRAConfig = LoRAConfig(rank=16, alpha=4.0, dropout=0.1)
+    phi: PhiConfig = PhiConfig(lora=LoRAConfig(rank=16, alpha=4.0, dropout=0.1))
+    metatrain: MetaTrainConfig = MetaTrainConfig(epochs=6, meta_batch=8, val_size=16, val_every=10, val_lr=3e-3,
+                                                 outer=AdamWConfig(lr=2e-2), meta=MetaConfig(pair_chunk=4))
+    heatmap_docs: int = 2
+    uniform_control: bool = True
+    progress: bool = True
+
+    def __post_init__(self):
+        CPTSpec(preset=self.preset, method=self.method)  # validates preset and method
+        if self.people < 1 or self.probes_per_person < 1 or self.heatmap_docs < 0:
+            raise ValueError("people and probes_per_person must be >= 1, heatmap_docs >= 0")
+
+
+PRESETS = {
+    "smoke": lambda: BioTaalmConfig(
+        preset="smoke", people=12, uniform_control=False, probes_per_person=2, theta_lora=LoRAConfig(rank=4, alpha=1.0, dropout=0.1),
+        phi=PhiConfig(lora=LoRAConfig(rank=4, alpha=1.0, dropout=0.1)), heatmap_docs=1,
+        metatrain=MetaTrainConfig(epochs=1, meta_batch=4, val_size=4, val_every=2, max_steps=2, val_epochs=1)),
+    "small": BioTaalmConfig,
+}
+
+
+def _json(path: pathlib.Path, obj) -> None:
+    jsonio.write_json_atomic(path, obj, indent=1, default=float)  # a kill never leaves a torn result file
+
+
+def pt_model(cfg: BioTaalmConfig, bundle) -> nnx.Module:
+    """The finished PT run's model (``runs/folder.RunFolder``; its step must be the preset's)."""
+    p = BIOGRAPHY[cfg.preset]
+    model = build_model(p, "qwen", len(bundle.tokenizer), 0)
+    abstract = master_params(nnx.split(model, nnx.Param, ...)[1])
+    params, step = RunFolder(cfg.pt_dir).load_params(abstract)
+    if step != p.pt.steps:
+        raise ValueError(f"{cfg.pt_dir} holds PT parameters of step {step}, preset {cfg.preset} has {p.pt.steps}")
+    nnx.update(model, params)
+    return model
+
+
+def made_from(cfg: BioTaalmConfig, bundle) -> dict:
+    """φ's provenance: the tokenizer, the world, the PT run it starts from (its identity and step) and the pairs."""
+    return {"tokenizer": tokenizer_fingerprint(bundle.tokenizer), "world": fingerprint(
+        dataclasses.asdict(bundle.world.config)), **RunFolder(cfg.pt_dir).identity(),
+        "pairs": fingerprint([cfg.people, cfg.probes_per_person, cfg.pair_seed, dataclasses.asdict(cfg.phi),
+                              dataclasses.asdict(cfg.theta_lora), dataclasses.asdict(cfg.metatrain)])}
+
+
+def phi_stage(cfg: BioTaalmConfig, bundle, model) -> pathlib.Path:
+    """Meta-train φ on made-up people's pairs (module docstring), unless ``out/phi`` holds the φ of this PT run
+    and these settings (another one is refused, naming ``--biography`` and the folder)."""
+    out = pathlib.Path(cfg.out)
+    folder = out / "phi"
+    expected = made_from(cfg, bundle)
+    if (folder / "phi.json").exists():
+        meta = jsonio.read_json_object(folder / "phi.json", "a φ record (JSON object)")
+        check_made_from(meta.get(KEY), expected, flag=f"--biography {cfg.pt_dir} with --out", folder=folder)
+        return folder
+    people = extra_people(bundle.world, cfg.people, seed=cfg.pair_seed)
+    pairs, stats = biography_pairs(people, load_templates(bundle.world.config), bundle.tokenizer,
+                                   probes_per_person=cfg.probes_per_person, seed=cfg.pair_seed)
+    setup = meta_setup(model, cfg.phi, cfg.theta_lora)
+    t0 = time.perf_counter()
+    res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, cfg.metatrain, progress=cfg.progress)
+    _json(out / "metatrain.json", {"best_step": res.best_step, "wall_s": time.perf_counter() - t0, "pairs": stats,
+                                   "history": res.history, "validation": res.validation})
+    save_phi(folder, merged_phi(setup, res.phi), cfg.phi, step=res.best_step, extra={"pairs": stats},
+             made_from=expected)  # phi.json last: it marks a finished stage
+    return folder
+
+
+def value_weight_stats(weights, bundle, split: str = "cpt_train", docs: int = 64):
+    """φ's mean weight on the value tokens and on the other tokens of the first ``docs`` biographies of
+    ``split`` (each read alone, BOS = EOS prepended, right-padded into one batch), and the (tokens, weights,
+    value mask) rows."""
+    tok_split, eos = bundle.splits[split], bundle.eos_id
+    seqs = [np.concatenate([[eos], d]).astype(np.int32) for d in tok_split.docs()[:docs]]
+    tokens, _ = right_pad(seqs, np.arange(len(seqs)), pad_id=eos)
+    w_all = np.asarray(weights({"tokens": tokens, "positions": np.broadcast_to(
+        np.arange(tokens.shape[1], dtype=np.int32), tokens.shape)}))
+    rows, val, other = [], [], []
+    for i, ids in enumerate(seqs):
+        mask = np.zeros(len(ids), np.float32)
+        for start, end in _value_spans(tok_split, i):
+            mask[1 + start:1 + end] = 1.0
+        w = w_all[i, :len(ids)]
+        val.append(w[1:][mask[1:] > 0])
+        other.append(w[1:][mask[1:] == 0])
+        rows.append((bundle.tokenizer.convert_ids_to_tokens([int(x) for x in ids[1:]]), w[1:].tolist(),
+                     mask[1:].tolist()))
+    val_all, other_all = np.concatenate(val), np.concatenate(other)
+    return {"docs": len(rows), "w_value_mean": float(val_all.mean()), "w_other_mean": float(other_all.mean()),
+            "w_other_p90": float(np.quantile(other_all, 0.9)),
+            "value_share_median": float(np.median([v.sum() / (v.sum() + o.sum()) for v, o in zip(val, other)]))}, rows
+
+
+def _value_spans(split, i: int):
+    """Token spans [start, end) of the attribute values of document ``i`` (``TokenizedSplit.idx`` / ``idx2``)."""
+    return [(int(a), int(b)) for a, b in zip(split.idx[i], split.idx2[i])]
+
+
+def cpt_stage(cfg: BioTaalmConfig, bundle, phi_dir: pathlib.Path) -> dict:
+    """The CPT run with and without φ's weights (module docstring); their final records."""
+    out, results = pathlib.Path(cfg.out), {}
+
+    def uniform_loss(logits_BSV, batch):  # TWPPL with w = 1: the per-row normalisation alone
+        return twppl_loss(logits_BSV, {**batch, "token_weights": jnp.ones_like(batch["target_mask"])})
+
+    # φ's run names φ in its spec (``CPTSpec.token_weights``), so its folder's config records the weighting model
+    runs = (("", None, None), ("-phi", None, str(phi_dir)))
+    runs += (("-uniform", uniform_loss, None),) if cfg.uniform_control else ()
+    names = {"": "", "-phi": " + TAALM φ", "-uniform": " + TWPPL w = 1"}
+    for tag, loss_fn, token_weights in runs:
+        spec = CPTSpec(preset=cfg.preset, out=str(out / f"cpt-{cfg.method}{tag}"), method=cfg.method,
+                       pt_dir=cfg.pt_dir, cache_dir=cfg.cache_dir, progress=cfg.progress, token_weights=token_weights)
+        t0 = time.perf_counter()
+        kwargs = {} if loss_fn is None else {"loss_fn": loss_fn}
+        final = RunFolder(spec.out).final() or continual(spec, data=bundle, **kwargs).final
+        results[f"{cfg.method}{names[tag]}"] = {
+            **{k: final.get(k) for k in METRICS}, "folder": spec.out, "wall_s": time.perf_counter() - t0}
+    return results
+
+
+def write_table(cfg: BioTaalmConfig, results: dict, stats: dict, rows) -> str:
+    out = pathlib.Path(cfg.out)
+    head = "| run | " + " | ".join(METRICS) + " |\n|---|" + "---|" * len(METRICS) + "\n"
+    body = "".join(f"| {name} | " + " | ".join("–" if r[k] is None else f"{r[k]:.4f}" for k in METRICS) + " |\n"
+                   for name, r in results.items())
+    meta = jsonio.read_json_object(out / "metatrain.json") if (out / "metatrain.json").exists() else {}
+    text = (f"# TAALM φ in a Biography CPT run, preset {cfg.preset}\n\nφ: meta-step {meta.get('best_step')}, pairs "
+            f"{json.dumps(meta.get('pairs'))}; on {stats['docs']} CPT training biographies its mean weight is "
+            f"{stats['w_value_mean']:.3g} on value tokens and {stats['w_other_mean']:.3g} on the others (90th "
+            f"percentile {stats['w_other_p90']:.3g}; median share of a document's weight on its values "
+            f"{stats['value_share_median']:.3f})\n\n{head}{body}")
+    jsonio.write_text_atomic(out / "table.md", text)
+    _json(out / "table.json", {"preset": cfg.preset, "method": cfg.method, "phi_weights": stats, "runs": results,
+                               "phi_best_step": meta.get("best_step"), "phi_validation": meta.get("validation")})
+    if rows:
+        report.plot_heatmap(rows[:cfg.heatmap_docs], out / "phi_heatmap.png", title="φ's weights on CPT training "
+                            "biographies (red underline: attribute values)")
+    return text
+
+
+def run(cfg: BioTaalmConfig, *, phi_only: bool = False) -> dict:
+    bundle = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
+    phi_dir = phi_stage(cfg, bundle, pt_model(cfg, bundle))
+    stats, rows = value_weight_stats(phi_token_weights(phi_dir, vocab_size=len(bundle.tokenizer),
+                                                       tokenizer=bundle.tokenizer, flag="--out"), bundle)
+    results = {} if phi_only else cpt_stage(cfg, bundle, phi_dir)
+    write_table(cfg, results, stats, rows)
+    return {"phi_weights": stats, "runs": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="cfka taalm --biography", description=__doc__.splitlines()[0])
+    ap.add_argument("--pt-dir", "--biography", dest="pt_dir", required=True, help="a finished `cfka pt` run")
+    ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    ap.add_argument("--out", default=None, help="run folder (default runs/taalm-bio-<preset>)")
+    ap.add_argument("--cache-dir", default="runs/data-cache")
+    ap.add_argument("--method", default="replay-all")
+    ap.add_argument("--phi-only", action="store_true", help="meta-train φ and stop (no CPT runs)")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    cfg = dataclasses.replace(PRESETS[args.preset](), pt_dir=args.pt_dir, out=args.out or
+                              f"runs/taalm-bio-{args.preset}", cache_dir=args.cache_dir, method=args.method,
+                              progress=not args.no_progress)
+    run(cfg, phi_only=args.phi_only)
+    print((pathlib.Path(cfg.out) / "table.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,220 @@
+"""The stages of ``cfka_jax/experiments/taalm.py`` (each resumes from the run folder): tokenizer, set selection, φ,
+LAMA-CKL and TemporalWiki per method, reports. Library calls only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import shutil
+import time
+
+import numpy as np
+
+from cfka_jax import jsonio
+from cfka_jax.continual.ckl import Period, Stream, run_lama_ckl, run_temporalwiki
+from cfka_jax.continual.ckl_methods import Method, build_theta
+from cfka_jax.continual.ckl_setup import meta_setup, merged_phi, pair_set
+from cfka_jax.continual.taalm import doc_weights, load_phi, meta_train, save_phi
+from cfka_jax.continual.taalm.phi import make_weights_fn, phi_trainable, split_trainable
+from cfka_jax.data.ckl_encode import encode
+from cfka_jax.data.lama_ckl import CKLSets, read_lama_ckl, select_ckl
+from cfka_jax.data.temporalwiki import synthetic_periods
+from cfka_jax.data.tokenize import load_tokenizer, tokenizer_fingerprint, train_word_tokenizer
+from cfka_jax.provenance import KEY, check_made_from, fingerprint
+from cfka_jax.experiments import taalm_report as report
+
+_RESUMABLE = ("progress", "methods", "twiki_methods", "out")
+
+
+def _json(path: pathlib.Path, obj) -> None:
+    """A result file, written atomically (a kill leaves the old file or the new one, never a torn one)."""
+    jsonio.write_json_atomic(path, obj, indent=1, default=float)
+
+
+def _read(path: pathlib.Path) -> dict:
+    """A result file of an earlier (interrupted) run; unreadable: one error naming the file and line."""
+    return jsonio.read_json_object(path, "a TAALM result (JSON object)")
+
+
+def slug(name: str) -> str:
+    return name.lower().replace(" + ", "+").replace("(", "").replace(")", "").replace(" ", "-")
+
+
+def check_config(out: pathlib.Path, cfg) -> None:
+    """Write ``config.json``; refuse a folder made with different settings (method lists may change)."""
+    new = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _RESUMABLE}
+    path = out / "config.json"
+    if path.exists():
+        old = {k: v for k, v in _read(path).items() if k not in _RESUMABLE}
+        new = json.loads(json.dumps(new))
+        diff = sorted(k for k in set(new) & set(old) if new[k] != old[k])  # fields added since the folder pass
+        if diff:
+            raise ValueError(f"--out {out} was made with other settings ({path}: {', '.join(diff)} differ); use "
+                             f"another --out")
+    _json(path, dataclasses.asdict(cfg))
+
+
+def tokenizer(out: pathlib.Path, world):
+    folder = out / "tokenizer"
+    if folder.is_dir():
+        return load_tokenizer(folder)
+    tmp = out / "tokenizer.tmp"  # trained aside and renamed whole: a kill never leaves a half-written tokenizer
+    shutil.rmtree(tmp, ignore_errors=True)
+    train_word_tokenizer(world.tokenizer_texts(), tmp)
+    tmp.rename(folder)
+    return load_tokenizer(folder)
+
+
+def select_sets(out: pathlib.Path, world, score_fn, strict: bool) -> CKLSets:
+    folder = out / "lama_ckl"
+    names = ("variant", "invariant_descriptive", "train_attention_traindata")
+    if (folder / "stats.json").exists():
+        rows = [read_lama_ckl(folder / f"{n}.jsonl") for n in names]
+        return CKLSets(*rows, _read(folder / "stats.json"))
+    sets = select_ckl(world, score_fn(), strict=strict)
+    sets.write(folder)
+    _json(folder / "stats.json", sets.stats)
+    return sets
+
+
+@dataclasses.dataclass
+class PhiHandle:
+    """φ's pure weights function and pytrees (for per-document weights)."""
+
+    weights_fn: object
+    train: object
+    frozen: object
+
+    def docs(self, enc) -> tuple[np.ndarray, ...]:
+        return doc_weights(self.weights_fn, self.train, self.frozen, enc)
+
+
+def phi_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets):
+    """Meta-train φ (or load ``out/phi``)."""
+    folder = out / "phi"
+    made_from = {"tokenizer": tokenizer_fingerprint(tok), "world": fingerprint(dataclasses.asdict(cfg.data)),
+                 "theta0": fingerprint([dataclasses.asdict(cfg.model), dataclasses.asdict(cfg.pt)])}
+    if (folder / "phi.json").exists():
+        check_made_from(_read(folder / "phi.json").get(KEY), made_from, flag="--out", folder=folder)
+        phi, _, _ = load_phi(folder)
+    else:
+        setup = meta_setup(model, cfg.phi, cfg.theta_lora)
+        pairs = pair_set(tok, sets.ta_train)
+        t0 = time.perf_counter()
+        res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, cfg.metatrain, progress=cfg.progress)
+        phi = merged_phi(setup, res.phi)
+        _json(out / "metatrain.json", {"best_step": res.best_step, "wall_s": time.perf_counter() - t0,
+                                       "history": res.history, "validation": res.validation})
+        # phi.json last: its presence marks a finished stage (a kill before it re-runs the stage)
+        save_phi(folder, phi, cfg.phi, step=res.best_step, extra={"pairs": len(pairs.d)}, made_from=made_from)
+    pg, train, frozen, rest = split_trainable(phi, phi_trainable(phi, lora=cfg.phi.lora is not None))
+    return phi, PhiHandle(make_weights_fn(pg, rest), train, frozen)
+
+
+def _stream(tok, records, handle: PhiHandle, text: str = "evidence") -> Stream:
+    enc = encode(tok, [getattr(r, text) for r in records], [r.object for r in records])
+    return Stream(enc, handle.docs(enc))
+
+
+def review_records(world, sets: CKLSets, source: str, n: int):
+    """Mix-review documents: the NOT-TO-FORGET facts' own evidence (reference) or evidence of other invariant
+    facts (``disjoint``)."""
+    if source == "not_to_forget":
+        return sets.not_to_forget
+    used = {r.uuid for r in sets.not_to_forget}
+    return tuple(r for r in world.nf_candidates if r.uuid not in used)[:n]
+
+
+def lama_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, handle: PhiHandle, world) -> dict:
+    stream = _stream(tok, sets.to_learn, handle)
+    review = _stream(tok, review_records(world, sets, cfg.review, len(sets.not_to_forget)), handle)
+    probes = {name: encode(tok, [r.task_descriptive for r in rows], [r.object for r in rows])
+              for name, rows in (("to_learn", sets.to_learn), ("not_to_forget", sets.not_to_forget))}
+    results = {}
+    for name in cfg.methods:
+        path = out / "lama" / f"{slug(name)}.json"
+        if path.exists():
+            results[name] = _read(path)
+            continue
+        method = Method.parse(name)
+        t0 = time.perf_counter()
+        theta = build_theta(model, method, cfg.theta_lora, cfg.ckl.kadapter)
+        res = run_lama_ckl(theta, method, stream, probes, cfg.ckl, review=review)
+        res["wall_s"] = time.perf_counter() - t0
+        _json(path, res)
+        results[name] = res
+        s = res["summary"]
+        print(f"[taalm] LAMA-CKL {name}: Top Acc {s['top_acc']:.4f} (epoch {s['epoch']}), NF Acc "
+              f"{s['nf_acc']:.4f}, {res['wall_s']:.0f}s", flush=True)
+    return results
+
+
+def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, sets: CKLSets) -> dict:
+    periods = []
+    for p in synthetic_periods(world, unchanged_per_period=cfg.unchanged_per_period, seed=cfg.data.seed):
+        enc = encode(tok, list(p.docs), list(p.objects))
+        probe = lambda ps: encode(tok, [x.text() for x in ps], [x.object for x in ps])  # noqa: E731
+        periods.append(Period(p.name, Stream(enc, handle.docs(enc)), probe(p.changed), probe(p.unchanged)))
+    rng = np.random.default_rng(cfg.data.seed)
+    old = [world.pt_texts[i] for i in rng.choice(len(world.pt_texts), size=min(200, len(world.pt_texts)),
+                                                 replace=False)]
+    old_enc = encode(tok, old)
+    review = Stream(old_enc, handle.docs(old_enc))
+    results = {}
+    for name in cfg.twiki_methods:
+        path = out / "twiki" / f"{slug(name)}.json"
+        if path.exists():
+            results[name] = jsonio.read_json(path)
+            if not isinstance(results[name], list) or not results[name]:
+                raise ValueError(f"{path}: expected a non-empty JSON list of periods (a damaged result file)")
+            continue
+        method = Method.parse(name)
+        theta = build_theta(model, method, cfg.theta_lora, cfg.twiki.kadapter)
+        results[name] = run_temporalwiki(theta, method, periods, cfg.twiki, review=review)
+        _json(path, results[name])
+        last = results[name][-1]["after"]
+        print(f"[taalm] TemporalWiki {name}: last period changed/unchanged NLL {last['changed/nll']:.3f} / "
+              f"{last['unchanged/nll']:.3f}", flush=True)
+    return results
+
+
+def weight_stats(handle: PhiHandle, tok, records) -> dict:
+    """Mean φ weight on the evidence's object tokens and on its other targets (BOS excluded)."""
+    enc = encode(tok, [r.evidence for r in records], [r.object for r in records])
+    ws = handle.docs(enc)
+    obj = np.concatenate([w[1:][m[1:] > 0] for w, m in zip(ws, enc.object_mask)])
+    rest = np.concatenate([w[1:][m[1:] == 0] for w, m in zip(ws, enc.object_mask)])
+    return {"w_object_mean": float(obj.mean()), "w_other_mean": float(rest.mean()),
+            "w_other_p90": float(np.quantile(rest, 0.9)), "object_tokens": int(obj.size)}
+
+
+def write_reports(out: pathlib.Path, cfg, lama: dict, tw: dict, sets: CKLSets, pt_record: dict,
+                  handle: PhiHandle, tok) -> None:
+    stats = weight_stats(handle, tok, sets.to_learn)
+    meta_path = out / "metatrain.json"
+    meta = _read(meta_path) if meta_path.exists() else {}
+    oracle_misses = encode(tok, [r.evidence for r in sets.to_learn], [r.object for r in sets.to_learn]).empty
+    summary = {"preset": cfg.preset, "selection": sets.stats, "pt_final": pt_record, "phi_weights": stats,
+               "oracle_empty_masks": oracle_misses,
+               "phi_best_step": meta.get("best_step"), "phi_validation": meta.get("validation"),
+               "lama": {k: v["summary"] for k, v in lama.items()},
+               "twiki": {k: [{"period": r["period"], "before": r["before"], "after": r["after"]} for r in v]
+                         for k, v in tw.items()}}
+    _json(out / "table.json", summary)
+    text = (f"# TAALM, preset {cfg.preset}\n\nSelection: {json.dumps(sets.stats)}; empty Oracle object masks: "
+            f"{oracle_misses}\n\n"
+            f"φ weights on TO-LEARN evidence: object tokens {stats['w_object_mean']:.3f}, other tokens "
+            f"{stats['w_other_mean']:.3f} (90th percentile {stats['w_other_p90']:.3f}); φ checkpoint of meta-step "
+            f"{meta.get('best_step')}\n\n## LAMA-CKL (ours vs paper, Llama-2-7B)\n\n{report.lama_markdown(lama)}\n\n"
+            f"## TemporalWiki (changed / unchanged object NLL; paper: TinyLlama-1.1B)\n\n{report.twiki_markdown(tw)}\n")
+    jsonio.write_text_atomic(out / "table.md", text)
+    if lama:
+        report.plot_accuracy(lama, out / "accuracy.png")
+    rows = []
+    enc = encode(tok, [r.evidence for r in sets.to_learn[:cfg.heatmap_docs]],
+                 [r.object for r in sets.to_learn[:cfg.heatmap_docs]])
+    for ids, w, m in zip(enc.ids, handle.docs(enc), enc.object_mask):
+        rows.append((tok.convert_ids_to_tokens([int(i) for i in ids[1:]]), w[1:].tolist(), m[1:].tolist()))
+    if rows:
+        report.plot_heatmap(rows, out / "phi_heatmap.png")
