@@ -56,14 +56,27 @@ PASSTHROUGH = {
               "TAALM: meta-train the Train-Attention model, LAMA-CKL and TemporalWiki tables"),
     "geometry": ("cfka_jax.experiments.geometry", "main",
                  "token-force geometry: CH1/CH2 one-step, attribution, update energy, readout transmission"),
-    "di-attention": ("cfka_jax.experiments.di_attention", "main",
-                     "Diversity Index vs the attention of trained ports (softmax or linear), seed ensembles"),
     "invariants": ("cfka_jax.experiments.invariants", "main", "conserved quantities of a port over a run's checkpoints"),
     "stream": ("cfka_jax.experiments.stream", "cli",
                "a continual task stream (PT + T CPT stages): accuracy matrix, BWT/FWT/forgetting/FUAR, heat map"),
     "report": ("cfka_jax.experiments.report", "cli", "gather run folders into one markdown table and overlaid plots"),
 }
-"""Subcommands whose experiment script owns its argument parser: name → (module, entry, help)."""
+"""Subcommands whose experiment script still owns an argparse parser: name → (module, entry, help)."""
+
+COMMANDS = {
+    "di-attention": ("cfka_jax.experiments.di_attention",
+                     "Diversity Index vs the attention of trained ports (softmax or linear), seed ensembles"),
+}
+"""Subcommands generated from a config dataclass: name → (module, help). The module's ``FLAGS``
+(``cfka_jax/cli_gen.Flags``) turn the command line into its ``Config``, its ``command(cfg)`` runs it."""
+
+
+def resolve(name: str):
+    """The one dispatch step: a generated subcommand's (flags, run function)."""
+    import importlib
+
+    module = importlib.import_module(COMMANDS[name][0])
+    return module.FLAGS, module.command
 
 
 def _passthrough(command: str, rest: list[str]) -> int:
@@ -182,12 +195,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(resumable): naive, EWC, real or generative replay; full, freeze or LoRA.")
     _add_run_args(c, "runs/cpt-smoke")
     _add_cpt_args(c)
-    for name, (_, _, text) in PASSTHROUGH.items():
+    for name, text in sorted([(n, t) for n, (_, t) in COMMANDS.items()] + [(n, t) for n, (_, _, t) in
+                                                                            PASSTHROUGH.items()]):
         sub.add_parser(name, help=f"{text}; see `cfka {name} --help`", add_help=False)
     return parser
 
 
 def _run(argv: list[str]) -> int:
+    if argv and argv[0] in COMMANDS:
+        flags, run = resolve(argv[0])
+        return run(flags.parse(argv[1:]))
     if argv and argv[0] in PASSTHROUGH:
         return _passthrough(argv[0], argv[1:])
     args = build_parser().parse_args(argv)

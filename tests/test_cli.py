@@ -18,6 +18,31 @@ def test_passthrough_entry_points_exist_and_print_help(command, capsys):
     assert exit_info.value.code == 0 and "usage" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_generated_commands_resolve_once_and_list_every_field_in_help(command, capsys):
+    import dataclasses
+
+    flags, run = cli.resolve(command)
+    assert callable(run) and flags.prog == f"cfka {command}"
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0 and "usage" in out
+    for f in dataclasses.fields(flags.config):
+        if f.name not in flags.hidden:
+            flag = "--" + flags.names.get(f.name, f.name.replace("_", "-"))
+            assert flag in out or flag.replace("--", "--no-", 1) in out, (flag, out)
+
+
+def test_top_level_help_lists_every_subcommand(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    for name in ["proofs", "pt", "cpt", *cli.COMMANDS, *cli.PASSTHROUGH]:
+        assert name in out, name
+
+
 def test_cpt_parses_generative_replay_switches():
     args = cli.build_parser().parse_args(["cpt", "--method", "stoc", "--alpha", "0.8", "--score-norm", "n_queries",
                                           "--snippet-rule", "window_sum", "--no-minhash", "--eval-every", "25"])
@@ -57,6 +82,12 @@ BAD = [  # (argv, words the one error line must contain)
     (["stoc-table", "--preset", "smoke", "--alphas", "0.5,1.5"], ["alpha", "1.5"]),
     (["stoc-table", "--preset", "smoke", "--kinds", "stoc,gen"], ["kinds", "gen"]),
     (["sweep", "--config", MISSING + ".toml"], [MISSING]),
+    (["di-attention", "--preset", "tiny", "--out", "o"], ["--preset", "tiny"]),
+    (["di-attention", "--seeds", "many", "--out", "o"], ["--seeds", "many"]),
+    (["di-attention", "--measures", "fact,cosine", "--out", "o"], ["--measures", "cosine"]),
+    (["di-attention", "--seeds", "0", "--out", "o"], ["seeds", "0"]),
+    (["di-attention", "--no-such-flag", "--out", "o"], ["--no-such-flag"]),
+    (["di-attention", "--preset", "small"], ["--out"]),
 ]
 
 

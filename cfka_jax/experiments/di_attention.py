@@ -26,12 +26,12 @@ initialisation; DI per convention; slots), ``OUT/table.md`` (the correlation tab
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import pathlib
 
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.data.pipeline import DataBundle, build_data
 from cfka_jax.lm_theory import biography as bio
 from cfka_jax.lm_theory import retention as ret
@@ -41,9 +41,12 @@ from cfka_jax.lm_theory.diversity import CONVENTIONS, diversity_index
 from cfka_jax.lm_theory.stats import correlate, seed_summary
 from cfka_jax.lm_theory.stoc_link import overlap, selection_counts
 from cfka_jax.lm_theory.measures import MEASURES
-from cfka_jax.runs.ensemble import (EnsembleResult, EnsembleSpec, continual_ensemble, ensemble_models,
+from cfka_jax.runs.ensemble import (STREAMS, EnsembleResult, EnsembleSpec, continual_ensemble, ensemble_models,
                                     load_checkpoint, load_ensemble, pretrain_ensemble, save_ensemble)
 from cfka_jax.runs.presets import BIOGRAPHY
+from cfka_jax.runs.specs import ARCHS
+from cfka_jax.models.layers import ATTENTION_KINDS
+from cfka_jax.cli_gen import Flags
 from cfka_jax.train.ensemble import member, split_members
 from cfka_jax.experiments import di_measures as dm
 
@@ -56,22 +59,39 @@ class Config:
     """One panel (module docstring). ``pt_steps`` / ``cpt_steps`` shorten the preset's phases (warm-up scaled)."""
 
     preset: str = "smoke"
+    """Biography scale (runs/presets.py BIOGRAPHY)."""
     attention: str = "softmax"
+    """the ports' softmax attention or the theory's causal linear attention"""
     seeds: int = 8
+    """ensemble size N (seeds 0 … N−1)"""
     arch: str = "qwen"
+    """model family (models/family.py)"""
     out: str = "runs/di-attention"
+    """run folder (OUT/pt, OUT/cpt, di_attention.json, attention.npz, table.md, scatter.png)"""
     cache_dir: str = "runs/data-cache"
+    """where generated worlds and packs are cached"""
     pt_steps: int | None = None
+    """shorten PT (warm-up scaled); default: the preset's"""
     cpt_steps: int | None = None
+    """shorten the naive CPT of the retention check"""
     objects: str = "value"
+    """what counts as a token's object in the DI counts"""
     min_count: int = 20
+    """minimum contexts holding a token type"""
     num_boot: int = 1000
+    """bootstrap resamples per interval"""
     retention: bool = True
+    """run the naive-CPT retention check"""
     streams: str = "per_seed"
+    """one data stream per seed, or one shared by all members"""
     stoc_fraction: float = 0.1
+    """share of tokens STOC selects in the STOC link"""
     measures: tuple[str, ...] = MEASURES
+    """comma-separated attention measures (lm_theory/measures.py); empty: none"""
     legacy: bool = True
+    """the original panel (context attention table, scatter, STOC link, retention)"""
     pt_checkpoint: bool = False
+    """measure the newest checkpoint of a PT still in progress (OUT/pt/ckpt)"""
 
     def __post_init__(self):
         self.spec()  # validates preset, arch, attention, seeds, steps and streams
@@ -174,11 +194,11 @@ def training_change(npz: str | pathlib.Path, num_boot: int = 1000) -> dict:
 
         python -c "from cfka_jax.experiments.di_attention import training_change as t; print(t('OUT/attention.npz'))"
     """
-    d = np.load(npz)
+    d = jsonio.read_npz(npz, ("eligible", "z_ELM", "z_init_ELM"))
     keep, z, z0 = d["eligible"], d["z_ELM"].mean((0, 1)), d["z_init_ELM"].mean((0, 1))
     return {k[3:]: {"delta": correlate(d[k][keep], (z - z0)[keep], num_boot=num_boot).as_dict(),
                     "log_ratio": correlate(d[k][keep], np.log(z[keep] / z0[keep]), num_boot=num_boot).as_dict()}
-            for k in d.files if k.startswith("di_")}
+            for k in d if k.startswith("di_")}
 
 
 def stoc_link(result: EnsembleResult, e: int, bundle: DataBundle, c: Corpus, fraction: float) -> dict:
@@ -328,40 +348,25 @@ def run(cfg: Config) -> dict:
     return res
 
 
+FLAGS = Flags(Config, prog="cfka di-attention", description=__doc__.split("\n\n")[0],
+              choices={"preset": lambda: list(BIOGRAPHY), "attention": lambda: ATTENTION_KINDS,
+                       "arch": lambda: list(ARCHS), "objects": lambda: list(bio.OBJECT_KINDS),
+                       "streams": lambda: STREAMS, "measures": lambda: MEASURES},
+              names={"num_boot": "bootstrap"}, aliases={"legacy": ("--skip-legacy",)}, required=("out",),
+              hidden=("stoc_fraction",))
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
 def parse(argv: list[str] | None) -> Config:
-    ap = argparse.ArgumentParser(prog="cfka di-attention", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="smoke", choices=list(BIOGRAPHY))
-    ap.add_argument("--attention", default="softmax", choices=["softmax", "linear"])
-    ap.add_argument("--seeds", type=int, default=8, help="ensemble size N (seeds 0 … N−1)")
-    ap.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cache-dir", default="runs/data-cache")
-    ap.add_argument("--pt-steps", type=int, default=None, help="shorten PT (warm-up scaled); default: the preset's")
-    ap.add_argument("--cpt-steps", type=int, default=None, help="shorten the naive CPT of the retention check")
-    ap.add_argument("--objects", default="value", choices=list(bio.OBJECT_KINDS))
-    ap.add_argument("--min-count", type=int, default=20, help="minimum contexts holding a token type")
-    ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples per interval")
-    ap.add_argument("--no-retention", action="store_true", help="skip the naive-CPT retention check")
-    ap.add_argument("--streams", default="per_seed", choices=["per_seed", "shared"])
-    ap.add_argument("--measures", default=",".join(MEASURES),
-                    help=f"comma-separated attention measures ({', '.join(MEASURES)}); empty: none")
-    ap.add_argument("--skip-legacy", action="store_true",
-                    help="skip the original panel (context attention table, scatter, STOC link, retention)")
-    ap.add_argument("--pt-checkpoint", action="store_true",
-                    help="measure the newest checkpoint of a PT still in progress (OUT/pt/ckpt)")
-    a = ap.parse_args(argv)
-    measures = tuple(m for m in a.measures.split(",") if m)
-    bad = [m for m in measures if m not in MEASURES]
-    if bad:
-        ap.error(f"--measures: unknown {bad}; choose from {', '.join(MEASURES)}")
-    return Config(preset=a.preset, attention=a.attention, seeds=a.seeds, arch=a.arch, out=a.out,
-                  cache_dir=a.cache_dir, pt_steps=a.pt_steps, cpt_steps=a.cpt_steps, objects=a.objects,
-                  min_count=a.min_count, num_boot=a.bootstrap, retention=not a.no_retention, streams=a.streams,
-                  measures=measures, legacy=not a.skip_legacy, pt_checkpoint=a.pt_checkpoint)
+    return FLAGS.parse(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse(argv)
+    return command(parse(argv))
+
+
+def command(cfg: Config) -> int:
+    """Runs the panel and prints its tables: ``cfka di-attention``'s run function."""
     res = run(cfg)
     print(f"regime: {res['regime']}")
     if "measures" in res:

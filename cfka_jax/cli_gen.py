@@ -1,0 +1,166 @@
+"""A command line generated from a frozen config dataclass by tyro: one field, one flag.
+
+    FLAGS = Flags(Config, prog="cfka di-attention", choices={"preset": lambda: list(BIOGRAPHY)},
+                  names={"num_boot": "bootstrap"}, aliases={"legacy": ("--skip-legacy",)}, required=("out",))
+    cfg = FLAGS.parse(argv)                  # a Config, validated by its own __post_init__
+
+What tyro derives from the class, and what :class:`Flags` adds:
+
+* every field is an option ``--kebab-case-name`` with the field's type and default; its help is the field's
+  docstring or attribute comment (tyro reads them from the class source);
+* ``choices`` turns a ``str`` field into a choice among a registry's names (``runs/presets.BIOGRAPHY``,
+  ``models/family``, method registries), read when the parser is built so a new registry entry is a new choice;
+* a ``bool`` field is one flag that flips its default (``--no-retention`` for a field that defaults to True,
+  ``--pt-checkpoint`` for one that defaults to False); ``aliases`` keeps an older spelling (``--skip-legacy``);
+* a ``tuple[T, ...]`` field takes comma-separated items (``--alphas 0.5,0.9``; also space-separated, and
+  ``--measures ""`` is the empty tuple), each converted to ``T`` and checked against ``choices`` when given;
+* ``names`` keeps an option whose name predates the field (``--bootstrap`` for ``num_boot``), ``required``
+  makes a field with a library default a required option, ``hidden`` leaves a field off the command line.
+
+Errors keep the project's contract (``cfka_jax/cli.py``): a value tyro rejects (an unknown choice, a bad number,
+an unknown option) prints ONE line ``prog: error: ...`` naming the option and exits with status 2, instead of
+tyro's framed box; the config's own ``ValueError`` (from ``__post_init__``) propagates to the caller, which
+prints it as one line, or as a traceback under ``CFKA_TRACEBACK=1``.
+
+A leaf module: it imports only tyro and the standard library (the registries are passed in), so every
+experiment script can generate its parser from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import io
+import os
+import re
+import sys
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+import tyro
+
+_BOX = "╭╮╰╯│─"
+
+
+def one_line(box: str) -> str:
+    """tyro's framed error message as one line: the text between the title bar and the first rule, joined."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip().strip(_BOX).strip() for line in box.splitlines()]
+    body = []
+    for line in lines[1:]:
+        if line and set(line) <= set(_BOX + " "):
+            break
+        if line:
+            body.append(line)
+    title = lines[0].strip(_BOX + " ") if lines else ""
+    return " ".join(body) if body else title or "invalid arguments"
+
+
+def _items(name: str, item: type, choices: Sequence[str] | None):
+    """tyro's constructor of a ``tuple[item, ...]`` option from comma- and/or space-separated tokens."""
+
+    def parse(tokens: list[str]) -> tuple:
+        raw = [t.strip() for token in tokens for t in token.split(",") if t.strip()]
+        if choices is not None:
+            bad = [t for t in raw if t not in choices]
+            if bad:
+                raise ValueError(f"unknown {bad}; choose from {', '.join(choices)}")
+        try:
+            return tuple(item(t) for t in raw)
+        except ValueError as err:
+            raise ValueError(f"each item must be a {item.__name__} ({err})") from None
+
+    return tyro.constructors.PrimitiveConstructorSpec(
+        nargs="*", metavar=f"{item.__name__.upper()},...", instance_from_str=parse,
+        is_instance=lambda x: isinstance(x, tuple), str_from_instance=lambda t: [",".join(map(str, t))])
+
+
+def _tuple_item(tp: Any) -> type | None:
+    if typing.get_origin(tp) is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis and args[0] in (str, int, float):
+            return args[0]
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Flags:
+    """How one config class becomes a command line (module docstring)."""
+
+    config: type
+    prog: str
+    description: str | None = None
+    choices: Mapping[str, Callable[[], Sequence[str]]] = dataclasses.field(default_factory=dict)
+    names: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    aliases: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    required: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+    help: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        fields = {f.name for f in dataclasses.fields(self.config)}
+        for what in ("choices", "names", "aliases", "required", "hidden", "help"):
+            unknown = set(getattr(self, what)) - fields
+            if unknown:
+                raise ValueError(f"Flags({self.config.__name__}).{what}: no such field {sorted(unknown)}")
+
+    def command(self) -> type:
+        """A subclass of the config whose annotations carry the flags (tyro reads help from the parent's source);
+        its ``__post_init__`` is skipped, the config is built (and validated) once, from the parsed fields."""
+        hints = typing.get_type_hints(self.config)
+        ns: dict[str, Any] = {"__annotations__": {}, "__module__": self.config.__module__,
+                              "__doc__": self.description or self.config.__doc__,
+                              "__post_init__": lambda _: None, "__qualname__": self.config.__qualname__}
+        for f in dataclasses.fields(self.config):
+            tp, markers = hints[f.name], []
+            choices = tuple(self.choices[f.name]()) if f.name in self.choices else None
+            item = _tuple_item(tp)
+            if item is not None:
+                markers.append(_items(f.name, item, choices))
+            elif choices is not None:
+                if tp not in (str, str | None):
+                    raise TypeError(f"choices for {self.config.__name__}.{f.name}: a str field, not {tp}")
+                tp = Literal[choices] if tp is str else Literal[choices] | None
+            arg = {k: v for k, v in (("name", self.names.get(f.name)), ("aliases", self.aliases.get(f.name)),
+                                     ("help", self.help.get(f.name))) if v is not None}
+            if arg:
+                markers.append(tyro.conf.arg(**arg))
+            if f.name in self.hidden:
+                markers.append(tyro.conf.Suppress)
+            ns["__annotations__"][f.name] = Annotated[(tp, *markers)] if markers else tp
+            if f.name in self.required:
+                ns[f.name] = dataclasses.field(default=tyro.MISSING)
+            elif f.default is not dataclasses.MISSING:
+                ns[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                ns[f.name] = dataclasses.field(default_factory=f.default_factory)
+        return dataclasses.dataclass(frozen=True)(type(self.config.__name__, (self.config,), ns))
+
+    def _tyro(self, argv: Sequence[str]):
+        return tyro.cli(functools.partial(self.command()), args=list(argv), prog=self.prog,
+                        config=(tyro.conf.FlagCreatePairsOff,))
+
+    def parse(self, argv: Sequence[str] | None = None):
+        """The config from ``argv`` (default ``sys.argv[1:]``); a rejected value is one line on stderr, exit 2."""
+        argv = sys.argv[1:] if argv is None else list(argv)
+        with contextlib.redirect_stderr(io.StringIO()):
+            try:
+                parsed = self._tyro(argv)
+            except SystemExit as err:
+                if err.code in (0, None):
+                    raise
+                failed = True
+            else:
+                failed = False
+        if failed:  # parse again with an unbounded width, so that the message is not wrapped, and keep its text
+            captured, columns = io.StringIO(), os.environ.get("COLUMNS")
+            os.environ["COLUMNS"] = "100000"
+            try:
+                with contextlib.redirect_stderr(captured), contextlib.suppress(SystemExit):
+                    self._tyro(argv)
+            finally:
+                os.environ.pop("COLUMNS") if columns is None else os.environ.__setitem__("COLUMNS", columns)
+            print(f"{self.prog}: error: {one_line(captured.getvalue())}", file=sys.stderr)
+            raise SystemExit(2)
+        return self.config(**{f.name: getattr(parsed, f.name) for f in dataclasses.fields(self.config)})
