@@ -1,8 +1,9 @@
 """Strict reading of user-supplied text, JSON, JSONL, CSV and TOML files: every error is a ``ValueError`` naming the
 file and the line (or key), never a bare ``UnicodeDecodeError``, ``JSONDecodeError``, ``csv.Error``,
-``TOMLDecodeError`` or ``RecursionError``; and atomic writing of result files (:func:`write_text_atomic`,
-:func:`write_json_atomic`: a temporary file in the same folder, flushed and renamed over the target, so a kill
-leaves the old file or the new one, never a torn one).
+``TOMLDecodeError``, ``RecursionError`` or ``zipfile.BadZipFile`` (:func:`read_npz` for ``.npz`` arrays,
+:func:`require_keys` for the keys a record must hold); and atomic writing of result files
+(:func:`write_text_atomic`, :func:`write_json_atomic`: a temporary file in the same folder, flushed and renamed
+over the target, so a kill leaves the old file or the new one, never a torn one).
 
 Checks beyond ``json.loads``: the bytes must be UTF-8 (the first bad byte is reported with its line and column),
 strings must not hold lone UTF-16 surrogates (``"\\ud800"`` decodes in Python but cannot be encoded, tokenised
@@ -161,6 +162,47 @@ def read_csv_rows(path: str | os.PathLike) -> Iterator[tuple[str, list[str]]]:
             raise ValueError(f"{name}, line {reader.line_num}: invalid CSV: {err}") from None
         yield f"{name}, line {start}", row
         start = reader.line_num + 1
+
+
+def require_keys(record: Mapping, keys, where: str) -> None:
+    """Refuse a decoded record that lacks any of ``keys``.
+
+    Raises:
+      ValueError: ``"<where>: missing key(s) 'a', 'b'"`` (``where`` names the file).
+    """
+    missing = [k for k in keys if k not in record]
+    if missing:
+        raise ValueError(f"{where}: missing key(s) " + ", ".join(repr(k) for k in missing))
+
+
+def read_npz(path: str | os.PathLike, keys=()) -> dict:
+    """Every array of the ``.npz`` file ``path``, loaded into memory (no pickled objects).
+
+    Args:
+      keys: arrays that must be present.
+
+    Raises:
+      ValueError: a truncated, empty or non-zip file, a corrupt member, a pickled (object) array, or a missing
+        array of ``keys``; names the file (and the arrays).
+      OSError: the file cannot be opened (a missing file).
+    """
+    import zipfile
+    import zlib
+
+    import numpy as np
+
+    name = os.fspath(path)
+    with open(name, "rb"):  # a missing / unreadable file stays an OSError naming it
+        pass
+    try:
+        with np.load(name, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{name}: not a readable .npz file ({type(e).__name__}: {e})") from None
+    missing = [k for k in keys if k not in arrays]
+    if missing:
+        raise ValueError(f"{name}: missing array(s) " + ", ".join(repr(k) for k in missing))
+    return arrays
 
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")

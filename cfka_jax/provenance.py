@@ -1,7 +1,7 @@
 """Provenance of artefacts a later command consumes (φ folders, replay corpora, ensembles, run folders).
 
 An artefact records what it was made from as a flat ``{"what": fingerprint}`` dict (``"tokenizer"``: the content
-hash of the tokenizer's vocabulary, ``"world"``: the hash of the world config, ``"parent_run"`` / ``"parent_step"``:
+hash of the tokenizer, :func:`tokenizer_fingerprint`; ``"world"``: the hash of the world config, ``"parent_run"`` / ``"parent_step"``:
 the identity of the run whose parameters it started from and their step). A consumer builds the same dict from what
 it has and calls :func:`check_made_from`, which refuses any difference, and an artefact that records nothing, with
 one line naming the flag and the folder. A fingerprint is a hash of canonical JSON, so it is the same on every
@@ -24,6 +24,33 @@ def fingerprint(obj: Any) -> str:
     """``sha256:<16 hex>`` of the canonical JSON of ``obj`` (keys sorted, tuples as lists)."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+TOKENIZER_PARTS = ("model", "normalizer", "pre_tokenizer", "post_processor")
+"""The parts of a ``tokenizers`` definition (``tokenizer.json``) that decide a text's token ids: the model
+(vocabulary, merges, unknown token), the normaliser, the pre-tokeniser and the post-processor (special tokens it
+adds). Padding, truncation and the decoder change no id."""
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """The one content hash of a tokenizer (``sha256:<16 hex>``, :func:`fingerprint`): every part of its definition
+    that decides token ids (:data:`TOKENIZER_PARTS`: vocabulary *and* merges, normaliser, pre-tokeniser,
+    post-processor), its added tokens with their ids, and the ids of its special tokens (EOS, BOS, PAD, UNK).
+
+    Two tokenizers of the same size over other tokens differ, and so do two with the same vocabulary but other
+    merges or normalisation; the same tokenizer saved in another folder, or with other padding / truncation /
+    ``model_max_length`` settings, has the same fingerprint. A tokenizer without a ``tokenizers`` backend (a slow
+    ``transformers`` tokenizer) is hashed by its vocabulary, added tokens and special ids.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str())
+        content: dict[str, Any] = {k: spec.get(k) for k in TOKENIZER_PARTS}
+    else:
+        content = {"vocab": sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])}
+    content["added"] = sorted(tokenizer.get_added_vocab().items(), key=lambda kv: kv[1])
+    content["special_ids"] = {k: getattr(tokenizer, f"{k}_token_id", None) for k in ("eos", "bos", "pad", "unk")}
+    return fingerprint(content)
 
 
 def check_made_from(record: Mapping | None, expected: Mapping[str, Any], *, flag: str,

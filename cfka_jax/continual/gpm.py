@@ -32,6 +32,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from cfka_jax import jsonio
+
 Bases = dict[tuple, np.ndarray]
 """Module path (e.g. ``('layers', 0, 'mlp', 'up_proj')``) → orthonormal basis ``D_in × k`` (float32)."""
 
@@ -199,5 +201,5 @@ def save_bases(path: str | os.PathLike, bases: Bases) -> None:
 
 def load_bases(path: str | os.PathLike) -> Bases:
     """Bases saved by :func:`save_bases` (integer path parts restored)."""
-    with np.load(path) as z:
-        return {tuple(int(k) if k.isdigit() else k for k in name.split("/")): z[name] for name in z.files}
+    arrays = jsonio.read_npz(path)  # a damaged file: one error naming it
+    return {tuple(int(k) if k.isdigit() else k for k in name.split("/")): a for name, a in arrays.items()}

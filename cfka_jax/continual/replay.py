@@ -23,8 +23,11 @@ All three kinds share one pipeline; only the prompts differ:
 
 The corpus is saved (``save_replay``) as ``prompts.jsonl`` (source document, span, ids, text of every prompt),
 ``candidates/`` and ``replay/`` (``datasets`` Arrow: every candidate with its text, prompt and MinHash verdict;
-the drawn replay sequences), ``stats.json`` (counts, wall times, throughput) and ``config.json`` (written last).
-``build_replay(..., out_dir=...)`` reuses a complete corpus of the same config found there.
+the drawn replay sequences), ``stats.json`` (counts, wall times, throughput) and ``config.json`` (written last,
+atomically: the build config and, under ``made_from``, what the corpus was sampled from — ``cfka_jax.provenance``:
+the tokenizer's content hash, the world config's hash, the PT run's identity and step).
+``build_replay(..., out_dir=...)`` reuses a complete corpus of the same config found there; given ``made_from``, only
+one made from the same things (else one line naming ``flag`` and the folder, before anything is sampled or written).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cfka_jax import jsonio, provenance
 from cfka_jax.continual.dedup import MinHashConfig, minhash_keep
 from cfka_jax.continual.stoc import (
     SCORE_NORMS,
@@ -153,6 +157,7 @@ class ReplayCorpus:
       kept: bool (C,) MinHash verdict (all True without deduplication).
       chosen: int (k,) candidate indices drawn by the budget (repeats possible), in draw order.
       stats: counts, wall times and throughput of the build.
+      made_from: what it was sampled from (``cfka_jax.provenance``), None when not recorded.
     """
 
     config: ReplayConfig
@@ -162,6 +167,7 @@ class ReplayCorpus:
     kept: np.ndarray
     chosen: np.ndarray
     stats: dict
+    made_from: dict | None = None
 
     @property
     def sequences(self) -> list[np.ndarray]:
@@ -237,7 +243,8 @@ def budget_draw(num_kept: int, budget_tokens: int | None, cfg: ReplayConfig) -> 
 
 
 def build_replay(model, source_docs: list[np.ndarray], tokenizer, cfg: ReplayConfig, *,
-                 budget_tokens: int | None = None, out_dir: str | os.PathLike | None = None) -> ReplayCorpus:
+                 budget_tokens: int | None = None, out_dir: str | os.PathLike | None = None,
+                 made_from: dict | None = None, flag: str = "--replay-dir") -> ReplayCorpus:
     """Build (or reuse from ``out_dir``) a replay corpus from the pre-CPT ``model`` (module docstring).
 
     Args:
@@ -247,12 +254,14 @@ def build_replay(model, source_docs: list[np.ndarray], tokenizer, cfg: ReplayCon
       cfg: the build config.
       budget_tokens: token count of one copy of the new data (``budget = 'tokens'``).
       out_dir: where the corpus is saved, or None.
+      made_from: what the corpus is sampled from (recorded; a corpus found in ``out_dir`` must record the same).
+      flag: the option that named ``out_dir``, for the messages.
 
     Raises:
-      ValueError: no source documents, or ``out_dir`` holds a corpus of another config.
+      ValueError: no source documents, or ``out_dir`` holds a corpus of another config or made from something else.
     """
     if out_dir is not None and (pathlib.Path(out_dir) / "config.json").exists():
-        return _reuse(pathlib.Path(out_dir), cfg)
+        return _reuse(pathlib.Path(out_dir), cfg, made_from, flag)
     docs = list(source_docs[:cfg.num_source_seqs] if cfg.num_source_seqs is not None else source_docs)
     if not docs:
         raise ValueError("build_replay needs at least one source document")
@@ -269,7 +278,7 @@ def build_replay(model, source_docs: list[np.ndarray], tokenizer, cfg: ReplayCon
     chosen = kept_idx[budget_draw(len(kept_idx), budget_tokens, cfg)]
     cand_prompt = np.repeat(np.arange(len(prompts)), cfg.num_samples)
     stats = _stats(docs, prompts, candidates, kept, chosen, generated, budget_tokens, (t0, t1, t2, t3))
-    corpus = ReplayCorpus(cfg, prompts, candidates, cand_prompt, kept, chosen, stats)
+    corpus = ReplayCorpus(cfg, prompts, candidates, cand_prompt, kept, chosen, stats, made_from)
     if out_dir is not None:
         save_replay(corpus, out_dir, tokenizer, texts)
     return corpus
@@ -306,8 +315,11 @@ def save_replay(corpus: ReplayCorpus, out_dir: str | os.PathLike, tokenizer, tex
     Dataset.from_dict({"candidate": corpus.chosen.tolist(),
                        "input_ids": [corpus.candidates[i].tolist() for i in corpus.chosen]}).save_to_disk(
         str(out / "replay"))
-    (out / "stats.json").write_text(json.dumps(corpus.stats, indent=1))
-    (out / "config.json").write_text(json.dumps(corpus.config.to_json(), indent=1))
+    jsonio.write_json_atomic(out / "stats.json", corpus.stats, indent=1)
+    config = corpus.config.to_json()
+    if corpus.made_from is not None:
+        config[provenance.KEY] = corpus.made_from
+    jsonio.write_json_atomic(out / "config.json", config, indent=1)  # last: its presence marks a whole corpus
 
 
 def load_replay(folder: str | os.PathLike) -> ReplayCorpus:
@@ -322,25 +334,54 @@ def load_replay(folder: str | os.PathLike) -> ReplayCorpus:
     for name in ("config.json", "stats.json", "prompts.jsonl", "candidates", "replay"):
         if not (folder / name).exists():
             raise ValueError(f"{folder}: not a complete replay corpus ({name} missing)")
+    cfg, made_from = read_replay_config(folder)
+    stats = jsonio.read_json_object(folder / "stats.json", "replay statistics (JSON object)")
+    prompts = [_prompt(where, d) for where, d in jsonio.iter_jsonl(folder / "prompts.jsonl")]
     try:
-        cfg = ReplayConfig(**json.loads((folder / "config.json").read_text()))
-        prompts = [_prompt(json.loads(line)) for line in (folder / "prompts.jsonl").read_text().splitlines()]
         cand = load_from_disk(str(folder / "candidates"))
         chosen = np.asarray(load_from_disk(str(folder / "replay"))["candidate"], np.int64)
-    except (TypeError, KeyError, json.JSONDecodeError) as e:
-        raise ValueError(f"{folder}: malformed replay corpus: {e!r}") from e
-    candidates = [np.asarray(ids, np.int32) for ids in cand["input_ids"]]
-    return ReplayCorpus(cfg, prompts, candidates, np.asarray(cand["prompt"], np.int64), np.asarray(cand["kept"], bool),
-                        chosen, json.loads((folder / "stats.json").read_text()))
+        candidates = [np.asarray(ids, np.int32) for ids in cand["input_ids"]]
+        cand_prompt, kept = np.asarray(cand["prompt"], np.int64), np.asarray(cand["kept"], bool)
+    except (TypeError, KeyError, ValueError, OSError) as e:
+        raise ValueError(f"{folder}: malformed replay corpus (candidates/ or replay/): {e!r}") from None
+    return ReplayCorpus(cfg, prompts, candidates, cand_prompt, kept, chosen, stats, made_from)
 
 
-def _prompt(d: dict) -> Prompt:
-    return Prompt(int(d["source"]), int(d["start"]), int(d["end"]), tuple(int(t) for t in d["ids"]))
+def read_replay_config(folder: str | os.PathLike) -> tuple[ReplayConfig, dict | None]:
+    """(build config, ``made_from`` or None) of the corpus in ``folder`` (its ``config.json``).
+
+    Raises:
+      ValueError: an unreadable ``config.json`` or one that is not a replay config, naming the file.
+    """
+    path = pathlib.Path(folder) / "config.json"
+    record = jsonio.read_json_object(path, "a replay config (JSON object)")
+    made_from = record.pop(provenance.KEY, None)
+    try:
+        return ReplayConfig(**record), made_from
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path}: not a replay config ({e})") from None
 
 
-def _reuse(folder: pathlib.Path, cfg: ReplayConfig) -> ReplayCorpus:
+def _prompt(where: str, d: dict) -> Prompt:
+    try:
+        return Prompt(int(d["source"]), int(d["start"]), int(d["end"]), tuple(int(t) for t in d["ids"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{where}: not a replay prompt ({e!r})") from None
+
+
+def check_replay_dir(folder: str | os.PathLike, made_from: dict, *, flag: str = "--replay-dir") -> None:
+    """Refuse a corpus in ``folder`` (if any) that records other provenance than ``made_from``, or none: one line
+    naming ``flag`` and the folder (``provenance.check_made_from``). Reads only ``config.json``; writes nothing."""
+    if (pathlib.Path(folder) / "config.json").exists():
+        _, recorded = read_replay_config(folder)
+        provenance.check_made_from(recorded, made_from, flag=flag, folder=folder)
+
+
+def _reuse(folder: pathlib.Path, cfg: ReplayConfig, made_from: dict | None, flag: str) -> ReplayCorpus:
+    if made_from is not None:  # before the corpus is read
+        check_replay_dir(folder, made_from, flag=flag)
     corpus = load_replay(folder)
     if corpus.config != cfg:
-        raise ValueError(f"{folder} holds a replay corpus built with another config "
+        raise ValueError(f"{flag} {folder} holds a replay corpus built with another config "
                          f"({corpus.config.to_json()} != {cfg.to_json()}); remove it or choose another folder")
     return corpus

@@ -30,6 +30,7 @@ import shutil
 
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.data import io
 from cfka_jax.data.biography import BiographyConfig, World
 from cfka_jax.data.packing import FtaTargets, Packed, epoch_order, fta_targets, pack
@@ -239,5 +240,4 @@ def build_data(config: DataConfig, cache_dir: str | os.PathLike) -> DataBundle:
 
 def read_manifest(bundle: DataBundle) -> dict:
     """The sizes and token counts recorded for ``bundle``."""
-    with open(os.path.join(bundle.folder, "manifest.json")) as f:
-        return json.load(f)
+    return jsonio.read_json_object(os.path.join(bundle.folder, "manifest.json"), "a data manifest (JSON object)")

@@ -88,14 +88,6 @@ def train_word_tokenizer(texts, folder: str | os.PathLike, *, bpe_vocab: int | N
     return load_tokenizer(folder)
 
 
-def tokenizer_fingerprint(tokenizer) -> str:
-    """A content hash of ``tokenizer``'s vocabulary (every token string and its id; ``provenance.fingerprint``):
-    two tokenizers of the same size with other tokens differ, the same tokenizer in another folder does not."""
-    from cfka_jax.provenance import fingerprint
-
-    return fingerprint(sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1]))
-
-
 def load_tokenizer(folder: str | os.PathLike):
     """A local HF tokenizer folder via ``AutoTokenizer`` (no network); a folder saved as a plain
     ``PreTrainedTokenizerFast`` (the project's word-level tokenizer) is loaded as exactly that class.

@@ -32,6 +32,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from cfka_jax import jsonio
 from cfka_jax.data.templates import ATTRIBUTES
 from cfka_jax.geometry.plasticity import SFTConfig, Trainer, drop_gain, value_batches
 from cfka_jax.geometry.readout import transmission_evaluator
@@ -123,8 +124,9 @@ def _load_snapshots(store: dict, steps: list[int], folder: pathlib.Path) -> None
     for step in steps:
         path = folder / f"step_{step}.npz"
         if step not in store and path.exists():
-            with np.load(path) as z:
-                store[step] = nest({tuple(int(p) if p.isdigit() else p for p in k.split("/")): z[k] for k in z.files})
+            arrays = jsonio.read_npz(path)
+            store[step] = nest({tuple(int(p) if p.isdigit() else p for p in k.split("/")): a
+                                for k, a in arrays.items()})
 
 
 def _cpt(cfg, s, bundle, probes):
@@ -159,7 +161,7 @@ def _sweep_cache(folder: pathlib.Path, sft: SFTConfig) -> tuple[pathlib.Path, di
     path = folder / "sweep.json"
     cells = {}
     if path.exists():
-        saved = json.loads(path.read_text())
+        saved = jsonio.read_json_object(path, "a sweep record (JSON object)")
         if saved.get("sft") == dataclasses.asdict(sft):
             cells = {(int(c), r, t): v for c, r, t, v in saved["cells"]}
     return path, cells

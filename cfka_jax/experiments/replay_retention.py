@@ -23,6 +23,7 @@ import numpy as np
 from datasets import load_from_disk
 from flax import nnx
 
+from cfka_jax import jsonio
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.eval.batches import row_blocks, take
 from cfka_jax.eval.coverage import voiced_facts
@@ -55,7 +56,12 @@ def occurrence_soft(logits_fn, params, packed, targets, batch: int = 16) -> np.n
 
 
 def retention(table: pathlib.Path, corpus: str, runs: list[str], cache_dir: str) -> dict:
-    cfg = json.loads((table / runs[0] / "config.json").read_text())["run"]
+    where = table / runs[0] / "config.json"
+    stored = jsonio.read_json_object(where, "a run config (JSON object)")
+    jsonio.require_keys(stored, ("run",), str(where))
+    cfg = stored["run"]
+    if not isinstance(cfg, dict) or "preset" not in cfg:
+        raise ValueError(f"{where}: key 'run' is not a run spec with a 'preset'")
     preset = BIOGRAPHY[cfg["preset"]]
     if cfg.get("bpe_vocab") is not None:  # the run's tokenizer (``--bpe-vocab``), not the preset's word-level one
         preset = dataclasses.replace(preset, bpe_vocab=cfg["bpe_vocab"])

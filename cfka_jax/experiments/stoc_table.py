@@ -17,6 +17,7 @@ import dataclasses
 import json
 import pathlib
 
+from cfka_jax import jsonio
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.runs.biography import continual, pretrain
 from cfka_jax.runs.folder import RunFolder
@@ -126,7 +127,8 @@ def replay_markdown(out: pathlib.Path, switches: ReplaySwitches, kinds, world) -
         folder = out / f"replay-{kind}{switches.tag}"
         cov = corpus_coverage(folder, world)
         if cov is not None:
-            s = json.loads((folder / "stats.json").read_text())
+            s = jsonio.read_json_object(folder / "stats.json", "replay statistics (JSON object)")
+            jsonio.require_keys(s, keys, str(folder / "stats.json"))
             lines.append(f"| {KIND_NAMES[kind]} | " + " | ".join(fmt(s[k]) for k in keys) + " | "
                          + " | ".join(fmt(cov[k]) for k in facts) + " |")
     cov = fact_coverage([b.text for b in world.replay_pool("all")], world.people)

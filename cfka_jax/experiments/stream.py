@@ -19,6 +19,7 @@ import pathlib
 
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.stream import METRICS, STREAM_METHODS, StreamSpec, run_stream
 from cfka_jax.train.optim import DECAYS, REWARM
@@ -102,7 +103,8 @@ def main(spec: StreamSpec, tracking: TrackingConfig = TrackingConfig()) -> dict:
     finally:
         tracker.close()
     out = pathlib.Path(spec.out)
-    summary = json.loads((out / "stream.json").read_text())
+    summary = jsonio.read_json_object(out / "stream.json", "a stream summary (JSON object)")
+    jsonio.require_keys(summary, ("tasks",), str(out / "stream.json"))
     (out / "matrix.md").write_text(matrix_markdown(result.matrix, summary["tasks"], spec.metric))
     title = f"{','.join(spec.methods)} α={spec.alpha} {spec.rewarm} seed {spec.seed}: {spec.metric}"
     plot_matrix(result.matrix, summary["tasks"], spec.metric, out / "matrix.png", title)

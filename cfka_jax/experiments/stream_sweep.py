@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import pathlib
 
 import numpy as np
@@ -68,7 +67,8 @@ def table(root: pathlib.Path) -> str:
     """The mean (min–max over seeds) of every measure per configuration, ×100 (FUAR and stability as ratios)."""
     rows: dict[str, list[dict]] = {}
     for f in sorted(root.glob("*-seed*/stream.json")):
-        rows.setdefault(f.parent.name.rsplit("-seed", 1)[0], []).append(json.loads(f.read_text()))
+        summary = jsonio.read_json_object(f, "a stream summary (JSON object)")
+        rows.setdefault(f.parent.name.rsplit("-seed", 1)[0], []).append(summary)
     lines = ["| stream | seeds | final Original (T0) | " + " | ".join(COLUMNS) + " |", "|" + "---|" * (len(COLUMNS) + 3)]
     out = {}
     for name in [n for n in CONFIGS if n in rows] + sorted(set(rows) - set(CONFIGS)):

@@ -38,9 +38,8 @@ from cfka_jax.continual.taalm.twppl import twppl_loss
 from cfka_jax.continual.taalm.weights import phi_token_weights
 from cfka_jax.data.biography import load_templates
 from cfka_jax.data.pipeline import build_data
-from cfka_jax.data.tokenize import tokenizer_fingerprint
 from cfka_jax.eval.batches import right_pad
-from cfka_jax.provenance import KEY, check_made_from, fingerprint
+from cfka_jax.provenance import KEY, check_made_from, fingerprint, tokenizer_fingerprint
 from cfka_jax.runs.biography import build_model, continual
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import pathlib
 
 from cfka_jax import jsonio
@@ -87,7 +86,7 @@ def spec_from_args(a: argparse.Namespace) -> RealCKLSpec:
 def write_tables(spec: RealCKLSpec, results: dict) -> str:
     out = pathlib.Path(spec.out)
     meta_path = out / "metatrain.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta = jsonio.read_json_object(meta_path, "a meta-training record (JSON object)") if meta_path.exists() else {}
     head = (f"# TAALM on real files: {spec.lama_ckl or spec.temporalwiki}, θ = {spec.model} ({spec.update}, "
             f"{spec.dtype}), φ body = {spec.phi_model or spec.model}; φ checkpoint of meta-step "
             f"{meta.get('best_step')}\n\n")

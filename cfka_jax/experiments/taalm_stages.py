@@ -20,8 +20,8 @@ from cfka_jax.continual.taalm.phi import make_weights_fn, phi_trainable, split_t
 from cfka_jax.data.ckl_encode import encode
 from cfka_jax.data.lama_ckl import CKLSets, read_lama_ckl, select_ckl
 from cfka_jax.data.temporalwiki import synthetic_periods
-from cfka_jax.data.tokenize import load_tokenizer, tokenizer_fingerprint, train_word_tokenizer
-from cfka_jax.provenance import KEY, check_made_from, fingerprint
+from cfka_jax.data.tokenize import load_tokenizer, train_word_tokenizer
+from cfka_jax.provenance import KEY, check_made_from, fingerprint, tokenizer_fingerprint
 from cfka_jax.experiments import taalm_report as report
 
 _RESUMABLE = ("progress", "methods", "twiki_methods", "out")

@@ -20,8 +20,9 @@ dropout 0.1 on every linear layer), every weight (``full``) or every weight but 
 or TemporalWiki TA rows ``{text, subject, relation, object}`` (D = ``text``, T_D = the schematic template) —
 with the inner θ = the ``model`` with LoRA and φ's body = ``phi_model`` (default ``model``). A φ body from
 another model must share θ's tokenizer, because φ's weights reach θ by token id: the two tokenizers' content
-hashes (:func:`tokenizer_hash`) must be equal, else one error names ``--phi-model``. φ is saved to ``out/phi``
-and reused by a later call (meta-training itself restarts if killed).
+hashes (``provenance.tokenizer_fingerprint``) must be equal, else one error names ``--phi-model``. φ is saved to
+``out/phi`` with the fingerprint of the tokenizer it was made for, and reused by a later call only with that
+tokenizer (else one line names ``--out`` and the folder); meta-training itself restarts if killed.
 
 Resuming: each method's run checkpoints its train state and PRNG key after every epoch (``out/lama/<slug>/``,
 ``train.checkpoint.CheckpointDir``) next to its per-point history (written atomically before the checkpoint);
@@ -32,7 +33,6 @@ method is one atomic ``out/lama/<slug>.json``; its checkpoints are then removed.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import pathlib
@@ -61,6 +61,7 @@ from cfka_jax.data.temporalwiki import read_ta_rows
 from cfka_jax.eval.knowledge_probes import ckl_summary
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.parallel.rules import batch_sharding, place, tree_shardings
+from cfka_jax.provenance import KEY, check_made_from, tokenizer_fingerprint
 from cfka_jax.runs.specs import DTYPES, UPDATES
 from cfka_jax.train.checkpoint import CheckpointDir
 
@@ -154,6 +155,21 @@ def write_json(path: pathlib.Path, obj) -> None:
     jsonio.write_json_atomic(path, obj, indent=1, default=float)
 
 
+def _read_list(path: pathlib.Path, key: str) -> list[dict]:
+    """A per-epoch / per-period record list written by :func:`write_json`, each record holding ``key``.
+
+    Raises:
+      ValueError: invalid JSON (file and line), not a list of objects, or a record without ``key`` (file and index).
+    """
+    records = jsonio.read_json(path)
+    if not isinstance(records, list):
+        raise ValueError(f"{path}: expected a JSON list of records, got {type(records).__name__}")
+    for i, r in enumerate(records):
+        if not isinstance(r, dict) or key not in r:
+            raise ValueError(f"{path}: record [{i}] is not an object with key {key!r}")
+    return records
+
+
 def slug(name: str) -> str:
     return name.lower().replace(" + ", "+").replace("(", "").replace(")", "").replace(" ", "-")
 
@@ -164,7 +180,7 @@ def check_folder(spec: RealCKLSpec) -> pathlib.Path:
     new = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(spec).items() if k not in _RESUMABLE}))
     path = out / "config.json"
     if path.exists():
-        old = json.loads(path.read_text())
+        old = jsonio.read_json_object(path, "a TAALM run config (JSON object)")
         diff = sorted(k for k in new if k in old and new[k] != old[k])
         if diff:
             raise ValueError(f"--out {out} holds a run made with other settings ({', '.join(diff)}); use another "
@@ -174,16 +190,6 @@ def check_folder(spec: RealCKLSpec) -> pathlib.Path:
 
 
 # ------------------------------------------------------------------------------------------- model, tokenizer
-
-
-def tokenizer_hash(tok) -> str:
-    """SHA-256 of what decides a text's token ids: the tokenizer model (vocabulary, merges), normaliser,
-    pre-tokeniser, added tokens and the EOS id (used as BOS); not padding or truncation settings."""
-    spec = json.loads(tok.backend_tokenizer.to_str())
-    content = {k: spec.get(k) for k in ("model", "normalizer", "pre_tokenizer")}
-    content["added"] = sorted(tok.get_added_vocab().items())
-    content["eos"] = int(tok.eos_token_id)
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def load_lm(path: str, dtype: str):
@@ -205,10 +211,10 @@ def phi_body(spec: RealCKLSpec, theta_model, tok):
     if spec.phi_model is None:
         return theta_model
     other = load_tokenizer(spec.phi_model)
-    a, b = tokenizer_hash(tok), tokenizer_hash(other)
+    a, b = tokenizer_fingerprint(tok), tokenizer_fingerprint(other)
     if a != b:
         raise ValueError(f"--phi-model {spec.phi_model}: its tokenizer differs from --model's (content hash "
-                         f"{b[:12]} vs {a[:12]}); φ's weights reach θ by token id, so both must share a tokenizer")
+                         f"{b} vs {a}); φ's weights reach θ by token id, so both must share a tokenizer")
     body = from_pretrained(spec.phi_model, dtype=jnp.float32)
     if body.cfg.vocab_size < len(tok):
         raise ValueError(f"--phi-model {spec.phi_model}: {body.cfg.vocab_size} embedding rows < {len(tok)} tokens")
@@ -308,7 +314,10 @@ def phi_stage(out: pathlib.Path, spec: RealCKLSpec, theta_model, tok) -> PhiHand
         return None
     folder = out / "phi"
     phi_cfg = PhiConfig(lora=spec.lora)
+    made_from = {"tokenizer": tokenizer_fingerprint(tok)}
     if (folder / "phi.json").exists():
+        meta = jsonio.read_json_object(folder / "phi.json", "a φ record (JSON object)")
+        check_made_from(meta.get(KEY), made_from, flag="--out", folder=folder)  # before any parameter is read
         phi, phi_cfg, _ = load_phi(folder)
     else:
         body = phi_body(spec, theta_model, tok)
@@ -320,8 +329,7 @@ def phi_stage(out: pathlib.Path, spec: RealCKLSpec, theta_model, tok) -> PhiHand
         write_json(out / "metatrain.json", {"best_step": res.best_step, "wall_s": time.perf_counter() - t0,
                                             "pairs": len(pairs.d), "empty_object_masks": pairs.t.empty,
                                             "history": res.history, "validation": res.validation})
-        save_phi(folder, phi, phi_cfg, step=res.best_step,
-                 extra={"pairs": len(pairs.d), "tokenizer_sha256": tokenizer_hash(tok)})
+        save_phi(folder, phi, phi_cfg, step=res.best_step, extra={"pairs": len(pairs.d)}, made_from=made_from)
     pg, train, frozen, rest = split_trainable(phi, phi_trainable(phi, lora=phi_cfg.lora is not None))
     return PhiHandle(make_weights_fn(pg, rest), train, frozen)
 
@@ -350,7 +358,7 @@ def resumable_lama(folder: pathlib.Path, trainer: Trainer, stream: Stream, probe
                    review: Stream | None, epochs: int) -> list[dict]:
     """The LAMA-CKL points k = 0 … ``epochs`` of one method, checkpointed per epoch (module docstring)."""
     ckpts, hist_path = CheckpointDir(folder / "checkpoints", keep=1), folder / "history.json"
-    history = json.loads(hist_path.read_text()) if hist_path.exists() else []
+    history = _read_list(hist_path, "epoch") if hist_path.exists() else []
     restored = ckpts.restore_latest({"state": trainer.state, "key": trainer.key})
     done = 0
     if restored is not None:
@@ -386,7 +394,7 @@ def run_lama(spec: RealCKLSpec) -> dict:
     for name in spec.methods:
         path = out / "lama" / f"{slug(name)}.json"
         if path.exists():
-            results[name] = json.loads(path.read_text())
+            results[name] = jsonio.read_json_object(path, "a method result (JSON object)")
             continue
         method, t0 = Method.parse(name), time.perf_counter()
         theta = where.theta(theta_for(model, method, spec))

@@ -37,7 +37,7 @@ from flax import nnx
 
 from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.data.pipeline import DataBundle
-from cfka_jax.jsonio import read_json_object
+from cfka_jax.jsonio import read_json_object, require_keys, write_json_atomic
 from cfka_jax.models.layers import ATTENTION_KINDS
 from cfka_jax.runs.biography import build_model
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, Schedule, lookup, override
@@ -157,7 +157,9 @@ def _resume(ckpt: CheckpointDir | None, state, phase: str, num: int):
     if found is None:
         return fresh
     state, step = found
-    prog = read_json_object(ckpt.directory / f"progress-{step}.json", f"the {phase} progress record")
+    where = ckpt.directory / f"progress-{step}.json"
+    prog = read_json_object(where, f"the {phase} progress record")
+    require_keys(prog, ("steps", "losses", "nonfinite", "seconds"), str(where))
     return (state, step, list(prog["steps"]), [np.asarray(x) for x in prog["losses"]],
             np.asarray(prog["nonfinite"], np.int64), float(prog["seconds"]))
 
@@ -228,7 +230,7 @@ def save_ensemble(path: str | pathlib.Path, result: EnsembleResult) -> None:
     save(path / "params", result.params_E, step=int(result.steps[-1]), force=True)
     meta = {"spec": dataclasses.asdict(result.spec), "phase": result.phase, "steps": result.steps.tolist(),
             "losses": result.losses.tolist(), "nonfinite": result.nonfinite.tolist(), "seconds": result.seconds}
-    (path / "ensemble.json").write_text(json.dumps(meta))
+    write_json_atomic(path / "ensemble.json", meta)  # last, after params/: its presence marks a whole ensemble
 
 
 def load_ensemble(path: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBundle) -> EnsembleResult:
@@ -238,14 +240,24 @@ def load_ensemble(path: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBund
       ValueError: the folder holds an ensemble of another spec (the differing spec named).
     """
     path = pathlib.Path(path)
-    meta = json.loads((path / "ensemble.json").read_text())
-    stored = EnsembleSpec(**{**meta["spec"], "seeds": tuple(meta["spec"]["seeds"])})
+    where = path / "ensemble.json"
+    meta = read_json_object(where, "an ensemble record (JSON object)")
+    require_keys(meta, ("spec", "phase", "steps", "losses", "nonfinite", "seconds"), str(where))
+    try:
+        stored = EnsembleSpec(**{**meta["spec"], "seeds": tuple(meta["spec"]["seeds"])})
+    except (TypeError, KeyError, ValueError) as err:  # a spec of the wrong shape, an unknown or bad field
+        raise ValueError(f"{where}: key 'spec' is not a valid ensemble spec ({err})") from None
     if stored != spec:
         raise ValueError(f"{path} holds the ensemble of {stored}, not of {spec}")
     graphdef, abstract, rest = split_members(ensemble_models(spec, len(bundle.tokenizer)))
     params_E, _ = restore(path / "params", abstract)
-    return EnsembleResult(spec, meta["phase"], graphdef, rest, params_E, np.asarray(meta["steps"]),
-                          np.asarray(meta["losses"]), np.asarray(meta["nonfinite"]), float(meta["seconds"]))
+    try:
+        arrays = [np.asarray(meta[k], dtype) for k, dtype in (("steps", np.int64), ("losses", np.float64),
+                                                              ("nonfinite", np.int64))]
+        seconds = float(meta["seconds"])
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: steps / losses / nonfinite / seconds are not numbers ({err})") from None
+    return EnsembleResult(spec, meta["phase"], graphdef, rest, params_E, *arrays, seconds)
 
 
 def load_checkpoint(ckpt_dir: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBundle, phase: str = "pt"

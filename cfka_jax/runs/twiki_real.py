@@ -21,7 +21,6 @@ the period records (written first, atomically); a killed run restarts at the fir
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import shutil
@@ -32,8 +31,8 @@ from cfka_jax.continual.ckl_methods import Method
 from cfka_jax.data.ckl_encode import encode
 from cfka_jax.data.io import iter_jsonl
 from cfka_jax.data.temporalwiki import PERIODS, PROBE_PERIODS, read_diffset_csv, read_probes
-from cfka_jax.runs.ckl_real import (Placement, RealCKLSpec, check_folder, load_lm, phi_stage, slug, stream_of,
-                                    theta_for, write_json)
+from cfka_jax.runs.ckl_real import (Placement, RealCKLSpec, _read_list, check_folder, load_lm, phi_stage, slug,
+                                    stream_of, theta_for, write_json)
 from cfka_jax.train.checkpoint import CheckpointDir
 
 
@@ -96,7 +95,7 @@ def resumable_twiki(folder: pathlib.Path, trainer: Trainer, periods: list[dict],
                     epochs: int) -> list[dict]:
     """The per-period records of one method, checkpointed per period (module docstring)."""
     ckpts, rec_path = CheckpointDir(folder / "checkpoints", keep=1), folder / "periods.json"
-    records = json.loads(rec_path.read_text()) if rec_path.exists() else []
+    records = _read_list(rec_path, "period") if rec_path.exists() else []
     restored = ckpts.restore_latest({"params": trainer.state.params, "key": trainer.key})
     done = 0
     if restored is not None:
@@ -143,7 +142,7 @@ def run_twiki(spec: RealCKLSpec) -> dict:
     for name in spec.methods:
         path = out / "twiki" / f"{slug(name)}.json"
         if path.exists():
-            results[name] = json.loads(path.read_text())
+            results[name] = _read_list(path, "period")
             continue
         method = Method.parse(name)
         theta = where.theta(theta_for(model, method, spec))

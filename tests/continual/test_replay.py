@@ -1,6 +1,7 @@
 """Replay corpora (STOC, Random, LAMOL): prompts, sampling, MinHash, budget, saving and reuse."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -120,3 +121,23 @@ def test_config_validation():
     with pytest.raises(ValueError, match="span_len"):
         replay.ReplayConfig(span_len=0)
     assert replay.ReplayConfig.real("lamol").snippet_rule == "window_sum"
+
+
+def test_reused_corpus_must_be_made_from_the_same_things(model, docs, tok, tmp_path):
+    cfg, folder = small("random"), tmp_path / "r"
+    mine = {"tokenizer": "sha256:aaaa", "parent_run": "sha256:bbbb", "parent_step": 10}
+    built = replay.build_replay(model, docs, tok, cfg, budget_tokens=200, out_dir=folder, made_from=mine)
+    assert replay.load_replay(folder).made_from == mine == built.made_from
+    replay.build_replay(model, docs, tok, cfg, budget_tokens=200, out_dir=folder, made_from=mine)  # same: reused
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in folder.iterdir())
+    other = {**mine, "parent_step": 20}
+    with pytest.raises(ValueError) as exc:
+        replay.build_replay(model, docs, tok, cfg, budget_tokens=200, out_dir=folder, made_from=other)
+    msg = str(exc.value)
+    assert msg.startswith(f"--replay-dir {folder} was made from something else: parent_step 10") and "\n" not in msg
+    cfg_json = json.loads((folder / "config.json").read_text())
+    del cfg_json["made_from"]
+    (folder / "config.json").write_text(json.dumps(cfg_json))
+    with pytest.raises(ValueError, match="records no provenance"):
+        replay.check_replay_dir(folder, mine, flag="--replay-dir")
+    assert [n for n, _ in sorted((p.name, p.stat().st_mtime_ns) for p in folder.iterdir())] == [n for n, _ in before]

@@ -11,7 +11,8 @@ from cfka_jax import provenance
 from cfka_jax.continual.peft import LoRAConfig
 from cfka_jax.continual.taalm import phi as phimod
 from cfka_jax.continual.taalm.weights import phi_token_weights, save_phi
-from cfka_jax.data.tokenize import tokenizer_fingerprint, train_word_tokenizer
+from cfka_jax.data.tokenize import train_word_tokenizer
+from cfka_jax.provenance import tokenizer_fingerprint
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from tests.helpers import VOCAB, tiny_model
 

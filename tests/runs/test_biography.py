@@ -130,7 +130,7 @@ def test_cpt_with_phi_token_weights_and_replay(pt_run):
 
     root, _ = pt_run
     p = BIOGRAPHY["smoke"]
-    from cfka_jax.data.tokenize import tokenizer_fingerprint
+    from cfka_jax.provenance import tokenizer_fingerprint
 
     tok = build_data(p.data_config(), str(root / "cache")).tokenizer
     cfg = phimod.PhiConfig(lora=LoRAConfig(rank=2, alpha=4.0, dropout=0.0))

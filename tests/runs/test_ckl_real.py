@@ -80,15 +80,16 @@ def test_pairs_of_both_layouts_and_a_bad_file(fx, tmp_path):
         ckl_real.read_pairs(str(bad), tok)
 
 
-def test_tokenizer_hash_compares_content_not_settings(fx, tmp_path):
+def test_tokenizer_fingerprint_compares_content_not_settings(fx, tmp_path):
     from cfka_jax.models import load_tokenizer
+    from cfka_jax.provenance import tokenizer_fingerprint
 
     tok = load_tokenizer(fx["qwen"])
     same = F.write_tokenizer(tmp_path / "same")
     same.model_max_length = 7  # a setting, not content
     other = F.write_tokenizer(tmp_path / "other", extra="zebra quantum xylophone")
-    assert ckl_real.tokenizer_hash(tok) == ckl_real.tokenizer_hash(same)
-    assert ckl_real.tokenizer_hash(tok) != ckl_real.tokenizer_hash(other)
+    assert tokenizer_fingerprint(tok) == tokenizer_fingerprint(same)
+    assert tokenizer_fingerprint(tok) != tokenizer_fingerprint(other)
 
 
 def test_twiki_layouts_jsonl_and_csv(fx, tmp_path):

@@ -45,7 +45,7 @@ def save_phi(folder: str | os.PathLike, phi: TrainAttention, cfg: PhiConfig, *, 
              made_from: dict | None = None) -> pathlib.Path:
     """Write ``params/`` and then ``phi.json`` (module docstring; ``phi.json`` last and atomically, so a folder with
     one holds a whole φ). ``made_from``: φ's provenance (``cfka_jax.provenance``; at least ``{"tokenizer":
-    data.tokenize.tokenizer_fingerprint(tok)}``), which :func:`phi_token_weights` checks."""
+    provenance.tokenizer_fingerprint(tok)}``), which :func:`phi_token_weights` checks."""
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     meta = {"body": phi.body.cfg.to_hf_config(), "phi": dataclasses.asdict(cfg), "step": int(step), **(extra or {})}
@@ -94,12 +94,10 @@ def phi_token_weights(folder: str | os.PathLike, *, vocab_size: int | None = Non
       ValueError: another vocabulary size or tokenizer (one line naming ``flag`` and the folder), or an unreadable
         ``phi.json`` (file and line named).
     """
-    from cfka_jax.data.tokenize import tokenizer_fingerprint
-
     if tokenizer is not None:  # checked before any parameter is read
         meta = jsonio.read_json_object(pathlib.Path(folder) / PHI_JSON, "a φ record (JSON object)")
-        provenance.check_made_from(meta.get(provenance.KEY), {"tokenizer": tokenizer_fingerprint(tokenizer)},
-                                   flag=flag, folder=folder)
+        expected = {"tokenizer": provenance.tokenizer_fingerprint(tokenizer)}
+        provenance.check_made_from(meta.get(provenance.KEY), expected, flag=flag, folder=folder)
     phi, _, meta = load_phi(folder)
     if vocab_size is not None and meta["body"]["vocab_size"] != vocab_size:
         raise ValueError(f"{flag} {os.fspath(folder)}: φ has vocabulary {meta['body']['vocab_size']}, θ "
