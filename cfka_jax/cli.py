@@ -57,8 +57,6 @@ PASSTHROUGH = {
     "geometry": ("cfka_jax.experiments.geometry", "main",
                  "token-force geometry: CH1/CH2 one-step, attribution, update energy, readout transmission"),
     "invariants": ("cfka_jax.experiments.invariants", "main", "conserved quantities of a port over a run's checkpoints"),
-    "stream": ("cfka_jax.experiments.stream", "cli",
-               "a continual task stream (PT + T CPT stages): accuracy matrix, BWT/FWT/forgetting/FUAR, heat map"),
     "report": ("cfka_jax.experiments.report", "cli", "gather run folders into one markdown table and overlaid plots"),
 }
 """Subcommands whose experiment script still owns an argparse parser: name → (module, entry, help)."""
@@ -66,6 +64,8 @@ PASSTHROUGH = {
 COMMANDS = {
     "di-attention": ("cfka_jax.experiments.di_attention",
                      "Diversity Index vs the attention of trained ports (softmax or linear), seed ensembles"),
+    "stream": ("cfka_jax.experiments.stream",
+               "a continual task stream (PT + T CPT stages): accuracy matrix, BWT/FWT/forgetting/FUAR, heat map"),
 }
 """Subcommands generated from a config dataclass: name → (module, help). The module's ``FLAGS``
 (``cfka_jax/cli_gen.Flags``) turn the command line into its ``Config``, its ``command(cfg)`` runs it."""

@@ -13,14 +13,16 @@ heat map), and, with ``--tensorboard``, event files in ``DIR/tb`` (``tensorboard
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import pathlib
 
 import numpy as np
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags
 from cfka_jax.runs.presets import BIOGRAPHY
+from cfka_jax.runs.specs import ARCHS
 from cfka_jax.runs.stream import METRICS, STREAM_METHODS, StreamSpec, run_stream
 from cfka_jax.train.optim import DECAYS, REWARM
 from cfka_jax.train.tracking import Tracker, TrackingConfig
@@ -60,39 +62,48 @@ def plot_matrix(matrix, tasks: list[str], metric: str, path: pathlib.Path, title
     plt.close(fig)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cfka stream", description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", default="smoke", choices=list(BIOGRAPHY))
-    p.add_argument("--stages", type=int, default=3)
-    p.add_argument("--method", default="naive",
-                   help=f"one of {', '.join(STREAM_METHODS)}, or a comma list with one per stage")
-    p.add_argument("--alpha", type=float, default=0.95, help="new-data fraction of replay stages (0.95 = 5 %% replay)")
-    p.add_argument("--rewarm", default="rewarm", choices=REWARM,
-                   help="rewarm: every stage warms up and decays again; none: later stages continue at the min LR")
-    p.add_argument("--rewarm-peak", type=float, default=None, help="peak LR of each stage (default: the preset's)")
-    p.add_argument("--decay", default="cosine", choices=DECAYS, help="cosine, or constant then decay")
-    p.add_argument("--stage-steps", type=int, default=None, help="steps per stage (default: CPT steps / stages)")
-    p.add_argument("--ewc-lambda", type=float, default=1e3)
-    p.add_argument("--gpm-threshold", type=float, default=0.97, help="GPM energy threshold ε in (0, 1)")
-    p.add_argument("--metric", default="sFTA", choices=METRICS)
-    p.add_argument("--seed", type=int, default=0, help="CPT data order and replay draws (the PT run is shared)")
-    p.add_argument("--pt-dir", default=None, help="a finished PT run folder (default: <out>/pt-<preset>-qwen)")
-    p.add_argument("--cache-dir", default="runs/data-cache")
-    p.add_argument("--ckpt-every", type=int, default=None)
-    p.add_argument("--out", default="runs/stream-smoke")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files to <out>/tb")
-    p.add_argument("--wandb", default=None, metavar="PROJECT", help="also log to this W&B project (wandb installed)")
-    return p
+@dataclasses.dataclass(frozen=True)
+class Config(StreamSpec):
+    """``cfka stream``'s configuration: the stream (``runs/stream.StreamSpec``) and where its run is logged."""
+
+    tensorboard: bool = False
+    """also write TensorBoard event files to <out>/tb"""
+    wandb: str | None = None
+    """also log to this W&B project (wandb installed)"""
+
+    def spec(self) -> StreamSpec:
+        return StreamSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(StreamSpec)})
+
+    def tracking(self) -> TrackingConfig:
+        return TrackingConfig(tensorboard=str(pathlib.Path(self.out) / "tb") if self.tensorboard else None,
+                              wandb_project=self.wandb, run_name=pathlib.Path(self.out).name)
 
 
-def spec_from_args(args: argparse.Namespace) -> StreamSpec:
-    return StreamSpec(preset=args.preset, out=args.out, stages=args.stages,
-                      methods=tuple(m.strip() for m in args.method.split(",")), alpha=args.alpha, rewarm=args.rewarm,
-                      rewarm_peak=args.rewarm_peak, decay=args.decay, stage_steps=args.stage_steps,
-                      ewc_lambda=args.ewc_lambda, gpm_threshold=args.gpm_threshold, metric=args.metric,
-                      seed=args.seed, pt_dir=args.pt_dir, cache_dir=args.cache_dir, ckpt_every=args.ckpt_every,
-                      progress=not args.no_progress)
+FLAGS = Flags(Config, prog="cfka stream", description=__doc__.split("\n\n")[0],
+              choices={"preset": lambda: list(BIOGRAPHY), "methods": lambda: STREAM_METHODS,
+                       "rewarm": lambda: REWARM, "decay": lambda: DECAYS, "metric": lambda: METRICS,
+                       "arch": lambda: list(ARCHS)},
+              names={"methods": "method"},
+              help={"preset": "Biography scale (runs/presets.py BIOGRAPHY)", "stages": "number T of CPT stages",
+                    "methods": "one method, or a comma list with one per stage",
+                    "alpha": "new-data fraction of replay stages (0.95 = 5 % replay)",
+                    "rewarm": "rewarm: every stage warms up and decays again; none: later stages continue at the "
+                              "min LR",
+                    "rewarm_peak": "peak LR of each stage (default: the preset's)",
+                    "decay": "cosine, or constant then decay",
+                    "stage_steps": "steps per stage (default: CPT steps / stages)",
+                    "ewc_lambda": "EWC strength λ >= 0", "gpm_threshold": "GPM energy threshold ε in (0, 1)",
+                    "metric": "the accuracy in the matrix", "arch": "model family (models/family.py)",
+                    "seed": "CPT data order and replay draws (the PT run is shared)",
+                    "pt_dir": "a finished PT run folder (default: <out>/pt-<preset>-<arch>)",
+                    "cache_dir": "where generated worlds and packs are cached",
+                    "ckpt_every": "checkpoint interval in steps", "progress": "progress bars",
+                    "out": "run folder (stream.json, matrix.md, matrix.png, tb/)"})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def parse(argv: list[str] | None = None) -> Config:
+    return FLAGS.parse(argv)
 
 
 def main(spec: StreamSpec, tracking: TrackingConfig = TrackingConfig()) -> dict:
@@ -112,15 +123,12 @@ def main(spec: StreamSpec, tracking: TrackingConfig = TrackingConfig()) -> dict:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    spec = spec_from_args(args)
-    tracking = TrackingConfig(tensorboard=str(pathlib.Path(args.out) / "tb") if args.tensorboard else None,
-                              wandb_project=args.wandb, run_name=pathlib.Path(args.out).name)
-    summary = main(spec, tracking)
-    print(pathlib.Path(args.out, "matrix.md").read_text())
+    return command(parse(argv))
+
+
+def command(cfg: Config) -> int:
+    """Runs the stream and prints its matrix and measures: ``cfka stream``'s run function."""
+    summary = main(cfg.spec(), cfg.tracking())
+    print(pathlib.Path(cfg.out, "matrix.md").read_text())
     print(json.dumps({k: v for k, v in summary.items() if k not in ("matrix", "spec", "stages_final")}, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())

@@ -10,7 +10,7 @@ from cfka_jax.data.pipeline import build_data
 from cfka_jax.data.stages import stage_tasks
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.stream import StreamSpec, run_stream
-from cfka_jax.experiments.stream import build_parser, matrix_markdown, spec_from_args
+from cfka_jax.experiments.stream import matrix_markdown, parse
 
 
 def test_stages_cut_the_cpt_population_into_disjoint_groups(tmp_path):
@@ -39,9 +39,10 @@ def test_bad_stream_specs_are_refused(kwargs, match):
 
 
 def test_cli_arguments_make_the_spec_and_the_matrix_table():
-    args = build_parser().parse_args(["--preset", "small", "--method", "naive,replay,gpm", "--alpha", "0.75",
-                                      "--rewarm", "none", "--out", "x"])
-    spec = spec_from_args(args)
+    cfg = parse(["--preset", "small", "--method", "naive,replay,gpm", "--alpha", "0.75", "--rewarm", "none",
+                 "--out", "x", "--tensorboard"])
+    spec = cfg.spec()
+    assert type(spec) is StreamSpec and cfg.tracking().tensorboard == "x/tb" and cfg.tracking().run_name == "x"
     assert spec.methods == ("naive", "replay", "gpm") and spec.method(2) == "replay"
     assert spec.schedule.steps == BIOGRAPHY["small"].cpt.steps // 3 and spec.schedule.warmup == 13
     text = matrix_markdown([[0.5, 0.1], [0.25, 0.75]], ["PT", "stage 1"], "sFTA")
