@@ -185,6 +185,9 @@ BIOGRAPHY = {
 # name is held by 15 PT people, each "First M." by 3.8 (reference: ~100 and ~3.8). ``data/sharing.name_sharing``.
 BIOGRAPHY["names150"] = dataclasses.replace(BIOGRAPHY["small"], name="names150", name_pool=(10, 4, 20))
 BIOGRAPHY["names600"] = dataclasses.replace(BIOGRAPHY["w600"], name="names600", name_pool=(40, 4, 80))
+# The depth control of issue #22 (``cfka di-attention --preset small1``): the small world and schedule with a
+# ONE-block port (width, heads and MLP of ``small``), the multi-layer port nearest the single-layer theory model.
+BIOGRAPHY["small1"] = dataclasses.replace(BIOGRAPHY["small"], name="small1", model=ModelSize(96, 1, 4, 2, 288))
 
 KNOWEDIT = {
     "paper": Preset("paper", cpt=Schedule(8000, 500, 5e-5, 1e-5, batch=48, eval_every=500), seq_len=256,
