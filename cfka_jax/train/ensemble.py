@@ -2,11 +2,12 @@
 
     graphdef, params_E, rest = split_members(models)              # E models of one architecture, stacked
     state = init_ensemble(params_E, tx)                           # TrainState with a leading E axis everywhere
-    step = make_ensemble_step(graphdef, rest, tx, shared_batch=False)
+    step = make_train_step(graphdef, rest, tx, ensemble="vmap")   # or make_ensemble_step(graphdef, rest, tx)
     state, metrics_E = step(state, batch_E)                       # batch leaves: E B S (per-seed streams)
 
 The step is :func:`~cfka_jax.train.step.make_train_step`'s pure step under ``jax.vmap`` (or ``lax.map``, see
-:func:`make_ensemble_step`), jitted once with the state donated: member e is the same function of (its state, its
+:func:`make_ensemble_step`), jitted once with the state donated — the one step builder's ``ensemble`` form, not a
+second builder: member e is the same function of (its state, its
 batch) as a lone run, including the finite guard (a member whose update is not finite keeps its previous state;
 the others move on). With ``shared_batch`` every member reads the same ``B S`` batch (one stream, in_axes None);
 otherwise batch leaves carry the E axis.
@@ -27,9 +28,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from cfka_jax.train.step import LossFn, TrainState, make_train_step, token_nll_loss
-
-ENSEMBLE_MODES = ("vmap", "map")
+from cfka_jax.train.step import ENSEMBLE_MODES, LossFn, TrainState, make_train_step, token_nll_loss
 
 
 def stack_members(trees: Sequence[Any]) -> Any:
@@ -69,7 +68,7 @@ def init_ensemble(params_E: Any, tx: optax.GradientTransformation) -> TrainState
 def make_ensemble_step(graphdef, rest, tx: optax.GradientTransformation, *, shared_batch: bool = False,
                        loss_fn: LossFn = token_nll_loss, donate: bool = True, compute_dtype=None,
                        mode: str = "vmap"):
-    """``step(state_E, batch) -> (state_E, metrics_E)``: the lone-run step over every member, jitted once.
+    """``step(state_E, batch) -> (state_E, metrics_E)``: ``make_train_step(..., ensemble=mode)``.
 
     Args:
       graphdef, rest: the architecture and the shared non-parameter state (:func:`split_members`).
@@ -85,14 +84,8 @@ def make_ensemble_step(graphdef, rest, tx: optax.GradientTransformation, *, shar
     """
     if mode not in ENSEMBLE_MODES:
         raise ValueError(f"mode must be one of {ENSEMBLE_MODES}, got {mode!r}")
-    lone = make_train_step(graphdef, rest, tx, loss_fn=loss_fn, donate=False, compute_dtype=compute_dtype)
-    if mode == "vmap":
-        step = jax.vmap(lambda state, batch: lone(state, batch), in_axes=(0, None if shared_batch else 0))
-    elif shared_batch:
-        step = lambda state, batch: jax.lax.map(lambda s: lone(s, batch), state)  # noqa: E731
-    else:
-        step = lambda state, batch: jax.lax.map(lambda sb: lone(*sb), (state, batch))  # noqa: E731
-    return jax.jit(step, donate_argnums=(0,) if donate else ())
+    return make_train_step(graphdef, rest, tx, loss_fn=loss_fn, donate=donate, compute_dtype=compute_dtype,
+                           ensemble=mode, shared_batch=shared_batch)
 
 
 def member_sharding(num_members: int, devices: Sequence[jax.Device] | None = None) -> NamedSharding | None:

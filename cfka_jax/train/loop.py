@@ -1,11 +1,22 @@
-"""The training loop shell: metrics log, progress bar, checkpoints, resume, non-finite guard.
+"""The one training loop: metrics log, progress bar, checkpoints, resume, eval/state/metrics hooks, the finite guard.
 
 The loop is deterministic given the step: ``batch_at(t)`` must be a pure function of t (the data layer derives
-each epoch's order from (seed, epoch)), so a run resumed from the checkpoint at step t reproduces the
+each epoch's order from (seed, epoch); it is called once per step, in order, so an in-memory trainer may also draw
+its batches from a seeded stream), so a run resumed from the checkpoint at step t reproduces the
 uninterrupted run exactly on CPU. Checkpoints (``train/checkpoint.CheckpointDir``) hold the whole ``TrainState``
 (params, optimiser state, step). On resume from step t the metrics log drops records after t, so a resumed log
 holds every step once. A non-finite loss, gradient or updated state stops the run with ``NonFiniteError``; the
 step function has already kept the previous state, and the last good checkpoint on disk is left untouched.
+
+The guard is checked one step late, so the host never waits for the step it just queued: step t+1 is dispatched
+(JAX runs asynchronously) before step t's ``finite`` flag is read, and only then are step t's metrics logged.
+Steps whose *state* is read on the host (evaluation, checkpoint, ``on_state``, the last step) are settled at once,
+before the next step donates that state's buffers; a non-finite step is therefore still reported with its own
+index t, and no record or checkpoint of a step at or after it is written.
+
+Without ``out_dir`` the loop keeps everything in memory (no checkpoints, no metrics file): the form the in-memory
+trainers use (the seed ensemble, CKL's epochs, TAALM's meta-training, the geometry fine-tunes and the plasticity
+curve), with ``on_metrics`` / ``on_state`` hooks for what they record.
 """
 
 from __future__ import annotations
@@ -115,39 +126,84 @@ def restore_state(ckpts: CheckpointDir, state: TrainState) -> TrainState:
     return state if found is None else TrainState(*found[0])
 
 
-def run_loop(state: TrainState, step_fn: Callable, batch_at: Callable[[int], dict], *, cfg: LoopConfig,
-             out_dir: pathlib.Path, evaluate: Callable[[object, int], dict] | None = None,
-             on_record: Callable[[dict], None] | None = None) -> LoopResult:
+def run_loop(state: TrainState, step_fn: Callable, batch_at: Callable[[int], object], *, cfg: LoopConfig,
+             out_dir: pathlib.Path | None = None, evaluate: Callable[[object, int], dict] | None = None,
+             on_record: Callable[[dict], None] | None = None,
+             on_metrics: Callable[[int, dict], None] | None = None,
+             on_state: Callable[[int, object], None] | None = None, state_at: Callable[[int], bool] | None = None,
+             start: int | None = None, stop_on_nonfinite: bool = True, desc: str | None = None) -> LoopResult:
     """Trains from the newest checkpoint in ``out_dir/checkpoints`` (or from ``state``) up to ``cfg.steps``.
 
-    Writes ``out_dir/metrics.jsonl`` (train records every ``log_every`` steps, eval records) and checkpoints;
-    ``on_record(record)`` is called after each new record is written (a TensorBoard / W&B sink).
+    ``step_fn(state, batch_at(t)) -> (state, metrics)`` with a boolean ``metrics["finite"]``. With ``out_dir``,
+    writes ``out_dir/metrics.jsonl`` (train records every ``log_every`` steps, eval records) and checkpoints and
+    starts at the restored ``state.step``; without it, nothing is written and the loop starts at ``start``
+    (default 0). ``on_record(record)`` is called after each new record (a TensorBoard / W&B sink);
+    ``on_metrics(done, metrics)`` after every step, once its flag is checked (one step late, module docstring);
+    ``on_state(done, state)`` after the steps where ``state_at(done)`` is true (the state is settled first; do not
+    keep references to its buffers, the next step donates them). ``stop_on_nonfinite=False`` leaves the flag to
+    ``on_metrics`` (a seed ensemble counts it per member: every member's step already kept its own last good
+    state, and one diverged seed does not stop the others).
     """
-    out_dir = pathlib.Path(out_dir)
-    ckpts = CheckpointDir(out_dir / "checkpoints", cfg.keep_checkpoints)
-    state = restore_state(ckpts, state)
-    log, start = MetricsLog(out_dir / "metrics.jsonl"), int(state.step)
-    log.truncate_after(start)
-    history = log.records()
+    ckpts = CheckpointDir(pathlib.Path(out_dir) / "checkpoints", cfg.keep_checkpoints) if out_dir is not None else None
+    log = MetricsLog(pathlib.Path(out_dir) / "metrics.jsonl") if out_dir is not None else None
+    if ckpts is not None:
+        state = restore_state(ckpts, state)
+    if start is None:
+        start = int(state.step) if out_dir is not None else 0
+    if log is not None:
+        log.truncate_after(start)
+    history = log.records() if log is not None else []
     sink = on_record if on_record is not None else (lambda r: None)
-    record = lambda r: (log.write(r), history.append(r), sink(r))  # noqa: E731
+
+    def record(r: dict) -> None:
+        if log is not None:
+            log.write(r)
+        history.append(r)
+        sink(r)
+
     if evaluate is not None and start == 0 and not any(r.get("kind") == "eval" for r in history):
         record({"kind": "eval", "step": 0, **_jsonable(evaluate(state.params, 0))})
-    bar = tqdm(total=cfg.steps, initial=start, disable=not cfg.progress, desc=out_dir.name)
+    name = desc if desc is not None else (pathlib.Path(out_dir).name if out_dir is not None else "train")
+    bar = tqdm(total=cfg.steps, initial=start, disable=not cfg.progress, desc=name)
     t0 = time.perf_counter()
-    for t in range(start, cfg.steps):
-        state, metrics = step_fn(state, batch_at(t))
-        if not bool(metrics["finite"]):
-            raise NonFiniteError(f"non-finite loss/gradient/parameters at step {t} (loss={float(metrics['loss'])}); "
-                                 f"the run stopped, last good checkpoint: step {ckpts.latest_step()} in "
-                                 f"{ckpts.directory}")
+
+    def settle(t: int, metrics: dict) -> None:
+        """Step t's guard and records (its state is not needed)."""
+        if stop_on_nonfinite and not bool(metrics["finite"]):
+            where = (f"; the run stopped, last good checkpoint: step {ckpts.latest_step()} in {ckpts.directory}"
+                     if ckpts is not None else "; the run stopped")
+            raise NonFiniteError(f"non-finite loss/gradient/parameters at step {t} "
+                                 f"(loss={float(metrics['loss'])}){where}")
         done = t + 1
+        if on_metrics is not None:
+            on_metrics(done, metrics)
         if done % cfg.log_every == 0 or done == cfg.steps:
             record({"kind": "train", "step": done, "time_s": time.perf_counter() - t0, **_jsonable(metrics)})
-        if evaluate is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps):
-            record({"kind": "eval", "step": done, **_jsonable(evaluate(state.params, done))})
-        if (cfg.ckpt_every and done % cfg.ckpt_every == 0) or done == cfg.steps:
-            ckpts.save(done, state)
+
+    def wants_eval(done: int) -> bool:
+        return evaluate is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps)
+
+    def wants_ckpt(done: int) -> bool:
+        return ckpts is not None and ((cfg.ckpt_every and done % cfg.ckpt_every == 0) or done == cfg.steps)
+
+    pending = None
+    for t in range(start, cfg.steps):
+        state, metrics = step_fn(state, batch_at(t))
+        if pending is not None:  # the previous step's flag: this step is already queued behind it
+            settle(*pending)
+            pending = None
+        done = t + 1
+        at_state = state_at is not None and state_at(done)
+        if done == cfg.steps or wants_eval(done) or wants_ckpt(done) or at_state:
+            settle(t, metrics)
+            if wants_eval(done):
+                record({"kind": "eval", "step": done, **_jsonable(evaluate(state.params, done))})
+            if wants_ckpt(done):
+                ckpts.save(done, state)
+            if at_state and on_state is not None:
+                on_state(done, state)
+        else:
+            pending = (t, metrics)
         bar.update(1)
     bar.close()
     return LoopResult(state, history)

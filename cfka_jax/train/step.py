@@ -1,4 +1,4 @@
-"""The shared train step: split once, one jitted pure function of the state, donation, a finite guard.
+"""The one train step: split once, one jitted pure function of the state, donation, a finite guard.
 
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     state = init_state(params, tx)
@@ -12,9 +12,22 @@ target) and optionally ``positions`` (``B S``), ``attention_mask`` (``B S``, 1 k
 ``train/losses.py``) plus an optional ``penalty(params, penalty_args)``. Large penalty operands (the EWC Fisher and
 anchor) are *arguments* of the jitted step, not constants baked into the compiled program.
 
-Finite guard: if the loss, the gradient norm or any updated parameter is not finite, the step returns the
-*previous* state unchanged with ``finite = False``; the caller stops and the last good state (and checkpoint)
-survive.
+Every trainer of the package is this builder with a different hook (one program shape, one guard):
+
+* the language-model objective above (``graphdef``, ``rest``, ``loss_fn``, ``penalty``, ``compute_dtype``);
+* ``objective(params, *inputs) -> (loss, metrics)``: any differentiable function of the trainable pytree and the
+  step's inputs (CKL's θ with its frozen half and a dropout key, ``continual/ckl.py``); the step is then
+  ``step(state, *inputs)``;
+* ``value_and_grad(params, *inputs) -> ((loss, metrics), grads)``: a gradient that is not ``jax.grad`` of one
+  function (TAALM's meta-gradient, summed over chunks of pairs by a scan, ``continual/taalm/meta.py``);
+* ``update(grads, opt_state, params) -> (params, opt_state)`` instead of the optax ``tx`` (TAALM's hand-written
+  AdamW); ``trainable`` (a pytree of bools) and ``transform`` (an optax transformation after ``tx``) change the
+  optimiser (``step.tx`` is then the one to build the state with);
+* ``ensemble="vmap" | "map"``: the same step over a leading member axis E (``train/ensemble.py``).
+
+Finite guard: if the loss, the gradient norm, any updated parameter or any optimiser-state leaf is not finite, the
+step returns the *previous* state unchanged with ``finite = False``; the caller (``train/loop.run_loop``) stops
+and the last good state (and checkpoint) survive.
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ import optax
 from flax import nnx
 
 from cfka_jax.train.losses import masked_mean_nll
+from cfka_jax.train.optim import masked_tx
 
 Penalty = Callable[[Any, Any], jax.Array]
 """``penalty(params, penalty_args) -> scalar`` added to the loss (float32)."""
@@ -95,42 +109,121 @@ def master_params(params):
     return cast_floating(params, jnp.float32)
 
 
-def make_train_step(graphdef, rest, tx: optax.GradientTransformation, *, penalty: Penalty | None = None,
-                    loss_fn: LossFn = token_nll_loss, donate: bool = True, compute_dtype=None,
-                    state_sharding=None):
-    """Builds ``step(state, batch, penalty_args=None) -> (state, metrics)``, jitted once, state buffers donated.
+ENSEMBLE_MODES = ("vmap", "map")
 
-    With ``state_sharding`` (a pytree of shardings like the state, ``parallel/rules.tree_shardings``) the new
-    state keeps that placement (``out_shardings``); place the state and each batch before calling, and the
-    compiler partitions the step (data parallel over the batch rows, FSDP/tensor over the parameters).
 
-    With ``compute_dtype`` (e.g. bfloat16) the state holds float32 master parameters (``master_params``) and the
-    forward/backward pass runs on a copy cast to ``compute_dtype``; logits, loss, penalty, gradients and the
-    optimiser update stay float32 (the gradient flows back through the cast). Use a model whose config ``dtype``
-    is the same ``compute_dtype`` so its layers compute in it.
+def lm_objective(graphdef, rest, *, loss_fn: LossFn = token_nll_loss, penalty: Penalty | None = None,
+                 compute_dtype=None):
+    """``objective(params, batch, penalty_args=None) -> (lm + penalty, metrics)`` of the merged model.
 
-    Metrics: ``loss`` (the ``loss_fn`` value), ``penalty``, ``grad_norm`` (of the full gradient), ``targets``,
-    ``finite`` (loss, gradient norm and every updated parameter finite).
+    With ``compute_dtype`` the forward/backward pass runs on a copy of the (float32 master) parameters cast to it
+    (the gradient flows back through the cast); the loss and the penalty stay float32. Metrics: ``loss`` (the
+    ``loss_fn`` value), ``penalty`` (0 without one), ``targets``.
     """
 
-    def objective(params, batch, penalty_args):
+    def objective(params, batch, penalty_args=None):
         compute = params if compute_dtype is None else cast_floating(params, compute_dtype)
         lm, count = lm_loss(compute, graphdef, rest, batch, loss_fn)
         pen = penalty(params, penalty_args) if penalty is not None else jnp.zeros((), jnp.float32)
-        return lm + pen, (lm, pen, count)
+        return lm + pen, {"loss": lm, "penalty": pen, "targets": count}
 
-    def step(state: TrainState, batch: dict, penalty_args=None):
-        grad_fn = jax.value_and_grad(objective, has_aux=True)
-        (total, (lm, pen, count)), grads = grad_fn(state.params, batch, penalty_args)
-        updates, opt_state = optimizer_update(tx, grads, state.opt_state, state.params)
-        new = TrainState(optax.apply_updates(state.params, updates), opt_state, state.step + 1)
+    return objective
+
+
+def optax_update(tx: optax.GradientTransformation):
+    """``update(grads, opt_state, params) -> (params, opt_state)`` of an optax transformation."""
+
+    def update(grads, opt_state, params):
+        updates, opt_state = optimizer_update(tx, grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    return update
+
+
+def _pure_step(value_and_grad, update):
+    """The unjitted step: gradient, update, finite guard (module docstring)."""
+
+    def step(state, *inputs):
+        (total, metrics), grads = value_and_grad(state.params, *inputs)
+        params, opt_state = update(grads, state.opt_state, state.params)
+        new = type(state)(params, opt_state, state.step + 1)
         gnorm = optax.tree.norm(grads)
-        finite = jnp.isfinite(total) & jnp.isfinite(gnorm) & all_finite(new.params) & all_finite(new.opt_state)
-        metrics = {"loss": lm, "penalty": pen, "grad_norm": gnorm, "targets": count, "finite": finite}
-        return _select(finite, new, state), metrics
+        finite = jnp.isfinite(total) & jnp.isfinite(gnorm) & all_finite(new[0]) & all_finite(new[1])
+        return _select(finite, new, state), {**metrics, "grad_norm": gnorm, "finite": finite}
 
+    return step
+
+
+def _over_members(lone, mode: str, shared_batch: bool):
+    """``lone`` (a jitted one-member step) over a leading member axis E of the state (and of the inputs unless
+    ``shared_batch``): ``jax.vmap`` (batched kernels) or ``lax.map`` (the members in turn, unbatched kernels)."""
+    if mode not in ENSEMBLE_MODES:
+        raise ValueError(f"ensemble must be one of {ENSEMBLE_MODES} or None, got {mode!r}")
+    if mode == "vmap":
+        return lambda state, *inputs: jax.vmap(lone, in_axes=(0, *[None if shared_batch else 0] * len(inputs)))(
+            state, *inputs)
+    if shared_batch:
+        return lambda state, *inputs: jax.lax.map(lambda s: lone(s, *inputs), state)
+    return lambda state, *inputs: jax.lax.map(lambda si: lone(si[0], *si[1]), (state, inputs))
+
+
+def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, penalty: Penalty | None = None,
+                    loss_fn: LossFn = token_nll_loss, donate: bool = True, compute_dtype=None,
+                    state_sharding=None, objective: Callable | None = None, value_and_grad: Callable | None = None,
+                    update: Callable | None = None, trainable=None,
+                    transform: optax.GradientTransformation | None = None, ensemble: str | None = None,
+                    shared_batch: bool = False):
+    """Builds ``step(state, *inputs) -> (state, metrics)``, jitted once, state buffers donated.
+
+    Args:
+      graphdef, rest: the model (``nnx.split``) of the default language-model objective (``lm_objective``:
+        ``step(state, batch, penalty_args=None)``); unused (may be None) with ``objective`` / ``value_and_grad``.
+      tx: the optax optimiser; unused (may be None) with ``update``.
+      penalty, loss_fn, compute_dtype: the language-model objective (module docstring). With ``compute_dtype``
+        (e.g. bfloat16) the state holds float32 master parameters (``master_params``); use a model whose config
+        ``dtype`` is the same ``compute_dtype`` so its layers compute in it.
+      donate: donate the state buffers.
+      state_sharding: a pytree of shardings like the state (``parallel/rules.tree_shardings`` for a ``Mesh``): the
+        new state keeps that placement (``out_shardings``); place the state and each batch before calling, and
+        the compiler partitions the step (data parallel over the batch rows, FSDP/tensor over the parameters).
+      objective: ``objective(params, *inputs) -> (loss, metrics)`` replacing the language-model objective.
+      value_and_grad: ``value_and_grad(params, *inputs) -> ((loss, metrics), grads)`` replacing
+        ``jax.value_and_grad(objective, has_aux=True)``.
+      update: ``update(grads, opt_state, params) -> (params, opt_state)`` replacing ``tx`` (``optax_update``).
+      trainable: a pytree of bools like the parameters: frozen leaves (False) get exactly zero updates
+        (``optim.masked_tx``); transform: an optax transformation chained after ``tx``. With either, build the
+        state from ``step.tx``.
+      ensemble: None (one model), ``"vmap"`` or ``"map"``: the step over a leading member axis E of the state
+        (member e is the same function of its state and its inputs as a lone run, to float32 rounding: batched
+        kernels, and a step compiled as a loop body, accumulate and fuse differently). shared_batch: every member
+        reads the same inputs (no E axis on them).
+
+    Metrics: the objective's (``loss``, ``penalty``, ``targets`` for the default), ``grad_norm`` (of the full
+    gradient) and ``finite`` (module docstring).
+    """
+    if objective is not None and (penalty is not None or compute_dtype is not None):
+        raise ValueError("penalty and compute_dtype belong to the language-model objective; fold them into the "
+                         "objective you pass")
+    if value_and_grad is None:
+        if objective is None:
+            objective = lm_objective(graphdef, rest, loss_fn=loss_fn, penalty=penalty, compute_dtype=compute_dtype)
+        value_and_grad = jax.value_and_grad(objective, has_aux=True)
+    if update is None:
+        if tx is None:
+            raise ValueError("make_train_step needs an optax tx or an update function")
+        if transform is not None or trainable is not None:
+            tx = optax.chain(tx, transform) if transform is not None else tx
+            tx = masked_tx(tx, trainable) if trainable is not None else tx
+        update = optax_update(tx)
+    elif transform is not None or trainable is not None:
+        raise ValueError("trainable / transform change an optax tx; with a custom update, apply them in it")
+    step = _pure_step(value_and_grad, update)
+    if ensemble is not None:
+        step = _over_members(jax.jit(step), ensemble, shared_batch)
     out = None if state_sharding is None else (state_sharding, None)
-    return jax.jit(step, donate_argnums=(0,) if donate else (), out_shardings=out)
+    jitted = jax.jit(step, donate_argnums=(0,) if donate else (), out_shardings=out)
+    jitted.tx = tx
+    return jitted
 
 
 def make_eval_logits(graphdef, rest, compute_dtype=None):

@@ -122,3 +122,24 @@ def test_bf16_mixed_precision_keeps_f32_master_weights_and_learns():
         losses.append(float(metrics["loss"]))
     assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(state.params))
     assert metrics["loss"].dtype == jnp.float32 and losses[-1] < losses[0] - 0.1
+
+
+def test_step_hooks_reproduce_the_default_step_bit_for_bit():
+    """The mask given to the step (``trainable``) equals the mask given to the optimiser, and the objective hook
+    with the language-model objective equals the default step."""
+    from cfka_jax.train.step import lm_objective
+
+    graphdef, params, rest = split(tiny_model())
+    mask = jax.tree_util.tree_map_with_path(lambda path, _: "embed_tokens" not in jax.tree_util.keystr(path), params)
+    ref_tx = make_optimizer(CFG, mask)
+    ref = make_train_step(graphdef, rest, ref_tx, donate=False)
+    hooked = make_train_step(None, None, make_optimizer(CFG), donate=False, trainable=mask,
+                             objective=lm_objective(graphdef, rest))
+    a, b = init_state(params, ref_tx), init_state(params, hooked.tx)
+    for i in range(2):
+        a, ma = ref(a, batch(i))
+        b, mb = hooked(b, batch(i))
+        assert float(ma["loss"]) == float(mb["loss"]) and bool(mb["finite"])
+    jax.tree.map(np.testing.assert_array_equal, a.params, b.params)
+    with pytest.raises(ValueError, match="objective"):
+        make_train_step(None, None, ref_tx, objective=lm_objective(graphdef, rest), penalty=lambda p, x: 0.0)
