@@ -143,10 +143,11 @@ def optax_update(tx: optax.GradientTransformation):
 def _pure_step(value_and_grad, update):
     """The unjitted step: gradient, update, finite guard (module docstring)."""
 
-    def step(state, *inputs):
-        (total, metrics), grads = value_and_grad(state.params, *inputs)
-        params, opt_state = update(grads, state.opt_state, state.params)
-        new = type(state)(params, opt_state, state.step + 1)
+    def step(state, *inputs):  # state: (params, opt_state, step), a TrainState or any 3-field NamedTuple
+        params0, opt_state0, count = state
+        (total, metrics), grads = value_and_grad(params0, *inputs)
+        params, opt_state = update(grads, opt_state0, params0)
+        new = type(state)(params, opt_state, count + 1)
         gnorm = optax.tree.norm(grads)
         finite = jnp.isfinite(total) & jnp.isfinite(gnorm) & all_finite(new[0]) & all_finite(new[1])
         return _select(finite, new, state), {**metrics, "grad_norm": gnorm, "finite": finite}
