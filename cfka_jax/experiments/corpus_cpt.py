@@ -19,6 +19,11 @@ warm-up 500, 5e-5 → 1e-5 cosine, batch 48); evaluate at step 0, every ``--eval
 held-out perplexity (``Heldout/ppl``) and MC accuracy (``cfka_jax/eval/multiple_choice.py``: ``Original/acc``,
 ``Domain/acc``, ``All/acc``, per subject ``<set>/acc/<subject>``).
 
+``--method`` is a name of the one method registry (``runs/method.py``): ``naive``, a replay kind, ``ewc``
+(``--ewc-lambda``, ``--ewc-batches``, ``--ewc-fisher``; the Fisher of the base model on the first training
+batches, ``runs/methods.train_hooks``), ``rho1`` (``--rho-k``; RHO-1's excess loss against the frozen base model)
+or a ``+`` composition such as ``stoc + ewc``.
+
 ``--update full|freeze|lora`` (with ``--freeze-layers`` / ``--lora-rank``) picks the paper's update mode and
 ``--mesh`` shards the run over devices (``cfka_jax/experiments/update_flags.py``); the replay corpus is always drawn from the
 unchanged base model.
@@ -47,6 +52,8 @@ from cfka_jax.continual.replay import build_replay
 from cfka_jax.models import from_pretrained, load_tokenizer
 from cfka_jax.runs.engine import finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.method import Method, method_options, recipe_components, resolve
+from cfka_jax.runs.methods import train_hooks, with_update
 from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
 from cfka_jax.runs.replay import real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
@@ -54,7 +61,8 @@ from cfka_jax.runs.specs import DTYPES
 from cfka_jax.train.step import make_eval_logits
 from cfka_jax.experiments.update_flags import add_update_flags, check_freeze_layers, check_update_flags, updated_model
 
-METHODS = ("naive", "stoc", "lamol", "random")
+METHODS = recipe_components("corpus")
+"""One-component methods of the recipe (``runs/method.RECIPES['corpus']``); ``+`` composes them."""
 SUMMARY_KEYS = ("Heldout/ppl", "Original/acc", "Domain/acc", "All/acc")
 FLAGS = {"steps": "cpt.steps", "warmup": "cpt.warmup", "lr": "cpt.peak_lr", "min_lr": "cpt.min_lr",
          "batch": "cpt.batch", "eval_every": "cpt.eval_every", "ckpt_every": "cpt.ckpt_every", "seq_len": "seq_len",
@@ -94,16 +102,19 @@ class CorpusCPTConfig:
     freeze_layers: int | None = None
     lora_rank: int = 128
     mesh: str | None = None
+    ewc_lambda: float | None = None
+    ewc_batches: int | None = None
+    ewc_fisher: str | None = None
+    rho_k: float | None = None
 
     def __post_init__(self):
         check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
         if not self.data:
             raise ValueError("--data needs at least one corpus file or folder")
         lookup(CORPUS, self.preset, "corpus-cpt")
-        if self.method not in METHODS or self.dtype not in DTYPES:
-            raise ValueError(f"--method must be one of {METHODS} and --dtype one of {sorted(DTYPES)}; got "
-                             f"{self.method!r}, {self.dtype!r}")
-        if not 0.0 <= self.alpha <= 1.0 or (self.method != "naive" and not 0.0 < self.alpha < 1.0):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"--dtype must be one of {sorted(DTYPES)}; got {self.dtype!r}")
+        if not 0.0 <= self.alpha <= 1.0 or (self.resolved.mixes and not 0.0 < self.alpha < 1.0):
             raise ValueError(f"--alpha (the new-data fraction) must be in (0, 1) for replay and in [0, 1] "
                              f"otherwise, got {self.alpha}")
         if self.mc and (self.mc_original or self.mc_domain):
@@ -119,6 +130,12 @@ class CorpusCPTConfig:
                              f"{self.heldout_max_docs}")
         CorpusConfig(text_field=self.text_field, max_length=self.max_length or 2, overflow=self.overflow)
         self.scale  # noqa: B018 (validates the overrides)
+
+    @property
+    def resolved(self) -> Method:
+        """``--method`` resolved once by the one registry (``runs/method.resolve``, recipe ``corpus``)."""
+        return resolve(self.method, "corpus", method_options(ewc_lambda=self.ewc_lambda, ewc_batches=self.ewc_batches,
+                                                             ewc_fisher=self.ewc_fisher, rho_k=self.rho_k))
 
     @property
     def scale(self) -> Preset:
@@ -152,7 +169,7 @@ def evaluator_factory(cfg: CorpusCPTConfig, heldout: Packed, sets: dict, dev: li
 
 def summary_markdown(cfg: CorpusCPTConfig, start: dict, final: dict) -> str:
     """A short report: the run, the data and replay counts, step 0 vs final for the headline metrics."""
-    lines = [f"# corpus-cpt: {cfg.method}" + (f", alpha = {cfg.alpha:g}" if cfg.method != "naive" else ""), "",
+    lines = [f"# corpus-cpt: {cfg.method}" + (f", alpha = {cfg.alpha:g}" if cfg.resolved.mixes else ""), "",
              f"- model: `{cfg.model}`; data: {', '.join(f'`{d}`' for d in cfg.data)}",
              f"- steps: {final['step']}, epochs over the mixture: {final['epochs']:.3g}",
              (f"- corpus: {final['corpus']['texts']} documents, {final['corpus']['heldout_texts']} held out; "
@@ -191,19 +208,22 @@ def run(cfg: CorpusCPTConfig) -> dict:
     check_freeze_layers(model, cfg.freeze_layers)
     mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
     folder.start(cfg, p)  # after every check: a refused run writes nothing
-    eos = int(tokenizer.eos_token_id)
+    eos, method = int(tokenizer.eos_token_id), cfg.resolved
     replay_docs, replay_stats, alpha = [], {}, 1.0
-    if cfg.method != "naive":
-        corpus = build_replay(model, train_docs, tokenizer, real_replay_config(cfg.method, p, seed=cfg.seed,
+    if method.mixes:
+        corpus = build_replay(model, train_docs, tokenizer, real_replay_config(method.replay, p, seed=cfg.seed,
                               minhash=cfg.minhash), out_dir=folder.path / "replay")
         replay_docs, replay_stats, alpha = corpus.sequences, corpus.stats, cfg.alpha
     mixture, mix_stats = mix_replay(train_docs, replay_docs, alpha, rule="token_share", seed=cfg.seed)
     batcher = EpochBatcher(mixture, seq_len=p.seq_len, eos_id=eos, batch_size=p.cpt.batch, seed=cfg.seed + 1)
     factory = evaluator_factory(cfg, pack(held_docs, p.seq_len, eos), sets, dev, tokenizer)
+    hooks = train_hooks(method, model, batcher, compute_dtype=DTYPES[cfg.dtype])  # from the base model
     model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
-    trained = train_lm(model, batcher, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress), folder=folder,
-                       evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable, mesh=mesh)
-    extra = {"method": cfg.method, "alpha": None if cfg.method == "naive" else cfg.alpha, "update": cfg.update,
+    hooks = with_update(hooks, model, cfg.update)
+    trained = train_lm(model, hooks.batch_at, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress),
+                       folder=folder, evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable,
+                       mesh=mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn)
+    extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update,
              "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
              "corpus": corpus_stats}
     final = finish_run(folder, factory(trained.graphdef, trained.rest), trained, extra).final
@@ -219,7 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--data", nargs="+", required=True, help=".txt/.jsonl/.parquet files or folders of them")
     ap.add_argument("--model", required=True, help="local HF folder: config.json, safetensors, tokenizer")
     ap.add_argument("--out", required=True, help="run folder")
-    ap.add_argument("--method", default="naive", choices=METHODS)
+    ap.add_argument("--method", default="naive", help=f"one of {', '.join(METHODS)} or a '+' composition "
+                    "(runs/method.py)")
+    ap.add_argument("--ewc-lambda", type=float, default=None, help="--method ewc: strength λ (default 1e3)")
+    ap.add_argument("--ewc-batches", type=int, default=None, help="--method ewc: Fisher batches (default 8)")
+    ap.add_argument("--ewc-fisher", default=None, choices=["code", "per_example"], help="--method ewc: estimator")
+    ap.add_argument("--rho-k", type=float, default=None, help="--method rho1: kept fraction of tokens (0.6)")
     ap.add_argument("--alpha", type=float, default=0.8, help="new-data fraction (replay share 1 - alpha)")
     ap.add_argument("--preset", default="paper", choices=sorted(CORPUS))
     ap.add_argument("--mc", nargs="+", default=[], help="MMLU-format question files/folders (split them with "
@@ -256,7 +281,7 @@ def config_from_args(argv: list[str] | None) -> CorpusCPTConfig:
         text_field=a.text_field, max_length=a.max_length, overflow=a.overflow, heldout=a.heldout,
         heldout_max_docs=a.heldout_max_docs, minhash=not a.no_minhash, dtype=a.dtype, seed=a.seed,
         progress=not a.no_progress, update=a.update, freeze_layers=a.freeze_layers, lora_rank=a.lora_rank,
-        mesh=a.mesh)
+        mesh=a.mesh, ewc_lambda=a.ewc_lambda, ewc_batches=a.ewc_batches, ewc_fisher=a.ewc_fisher, rho_k=a.rho_k)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,9 @@ Pipeline: load ``test.json`` (``data/knowedit.py``; without ``--augmentation`` t
 and their rephrases themselves, not the reference's LLM rewrites), build each replay corpus once from the base
 model (``continual/replay.py``, real-data settings of §6.3: questions + EOS as STOC sources, window-sum spans of
 10, 3 samples, stop at EOS, 256 tokens, keep all), mix at new-data fraction α (``--mixing alpha``; ``code_5050``
-reproduces the reference's 50/50 bug), and train every method from the base weights (§4.7: chunks of 256, 8000
+reproduces the reference's 50/50 bug), and train every method from the base weights (``--methods``: names of the one
+method registry, ``runs/method.py``: also ``ewc``, ``rho1`` and ``+`` compositions such as ``stoc + ewc``; their
+hooks are ``runs/methods.train_hooks``) (§4.7: chunks of 256, 8000
 steps, warm-up 500, 5e-5 → 1e-5 cosine, batch 48 — the reference's Qwen 12 × 4 accumulation is run as one batch
 of 48). Fluency (``eval/fluency.py``) is logged as ``Original/fluency`` and ``Continual/fluency`` at step 0,
 every eval interval and the end.
@@ -39,6 +41,8 @@ from cfka_jax.eval.fluency import fluency_evaluator, fluency_layout
 from cfka_jax.models import from_pretrained, load_tokenizer
 from cfka_jax.runs.engine import finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.method import Method, method_options, recipe_components, resolve
+from cfka_jax.runs.methods import train_hooks, with_update
 from cfka_jax.runs.presets import KNOWEDIT, Preset, lookup, override
 from cfka_jax.runs.replay import real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
@@ -46,6 +50,7 @@ from cfka_jax.runs.specs import DTYPES
 from cfka_jax.experiments.update_flags import add_update_flags, check_freeze_layers, check_update_flags, updated_model
 
 METHODS = ("naive", "lamol", "stoc")
+"""The default methods (the paper's table); any name of ``runs/method.RECIPES['knowedit']`` runs too."""
 SETS = ("Original", "Continual")
 # §9 [REPORTED]: Qwen2.5-0.5B average soft token accuracy × 100, (Original, Continual), keyed (method, alpha).
 PAPER = {
@@ -88,14 +93,19 @@ class KnowEditRun:
     freeze_layers: int | None = None
     lora_rank: int = 128
     mesh: str | None = None
+    ewc_lambda: float | None = None
+    ewc_batches: int | None = None
+    rho_k: float | None = None
 
     def __post_init__(self):
         check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
         ke.KnowEditConfig(self.kind, self.wrap_strings, self.aug_align)  # validates those three
         if self.mixing not in MIXING_RULES:
             raise ValueError(f"--mixing must be one of {sorted(MIXING_RULES)}, got {self.mixing!r}")
-        if not self.methods or not set(self.methods) <= set(METHODS):
-            raise ValueError(f"methods must be a non-empty subset of {METHODS}, got {self.methods}")
+        if not self.methods or len(set(self.methods)) != len(self.methods):
+            raise ValueError(f"methods must be distinct names (e.g. {','.join(METHODS)}), got {self.methods}")
+        for name in self.methods:
+            self.resolved(name)
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
         lookup(KNOWEDIT, self.preset, "KnowEdit")
@@ -113,12 +123,19 @@ class KnowEditRun:
         return override(p, {"cpt.steps": steps, "cpt.warmup": min(p.cpt.warmup, steps),
                             "cpt.eval_every": min(p.cpt.eval_every, steps)})
 
+    def resolved(self, name: str) -> Method:
+        """A method of ``methods`` resolved once by the one registry (``runs/method.resolve``, recipe knowedit)."""
+        return resolve(name, "knowedit", method_options(ewc_lambda=self.ewc_lambda, ewc_batches=self.ewc_batches,
+                                                        rho_k=self.rho_k))
+
     def run_name(self, method: str) -> str:
-        """``naive`` / ``<method>-a<alpha>[-code5050]``, with ``-<update>`` unless the update is full."""
+        """``<method>`` / ``<method>-a<alpha>[-code5050]`` for a replay method (spaces dropped), with
+        ``-<update>`` unless the update is full."""
         suffix = "" if self.update == "full" else f"-{self.update}"
-        if method == "naive":
-            return "naive" + suffix
-        return f"{method}-a{self.alpha:g}" + ("-code5050" if self.mixing == "code_5050" else "") + suffix
+        if not self.resolved(method).mixes:
+            return method.replace(" ", "") + suffix
+        return (f"{method.replace(' ', '')}-a{self.alpha:g}" + ("-code5050" if self.mixing == "code_5050" else "")
+                + suffix)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +162,7 @@ def load_data(cfg: KnowEditRun, tokenizer) -> Data:
 
 def build_corpora(cfg: KnowEditRun, data: Data, tokenizer) -> dict:
     """kind -> replay sequences, built from the base model (or reused from ``<out>/replay-<kind>``)."""
-    kinds = [m for m in cfg.methods if m != "naive"]
+    kinds = sorted({cfg.resolved(m).replay for m in cfg.methods if cfg.resolved(m).mixes})
     if not kinds:
         return {}
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
@@ -163,20 +180,23 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
     """CPT of the base model on the new data (mixed with ``replay[method]`` unless naive); returns final.json."""
     p, folder = cfg.scale, RunFolder(pathlib.Path(cfg.out) / cfg.run_name(method))
     folder.start(cfg, p)
-    docs, mixture = data.new_docs, {}
-    if method != "naive":
-        docs, mixture = mix_replay(data.new_docs, replay[method], cfg.alpha, rule=MIXING_RULES[cfg.mixing],
+    docs, mixture, resolved = data.new_docs, {}, cfg.resolved(method)
+    if resolved.mixes:
+        docs, mixture = mix_replay(data.new_docs, replay[resolved.replay], cfg.alpha, rule=MIXING_RULES[cfg.mixing],
                                    seed=cfg.seed)
     batcher = EpochBatcher(docs, seq_len=p.seq_len, eos_id=data.eos_id, batch_size=p.cpt.batch, seed=cfg.seed + 1)
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
     check_freeze_layers(model, cfg.freeze_layers)
+    hooks = train_hooks(resolved, model, batcher, compute_dtype=DTYPES[cfg.dtype])  # from the base model
     model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
+    hooks = with_update(hooks, model, cfg.update)
     mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
     factory = lambda g, r: fluency_evaluator(g, r, layouts, batch_size=p.eval_batch,  # noqa: E731
                                              stride=cfg.eval_stride, compute_dtype=DTYPES[cfg.dtype])
-    run = train_lm(model, batcher, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress), folder=folder,
-                   evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable, mesh=mesh)
-    extra = {"method": method, "alpha": None if method == "naive" else cfg.alpha, "update": cfg.update,
+    run = train_lm(model, hooks.batch_at, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress), folder=folder,
+                   evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable, mesh=mesh,
+                   penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn)
+    extra = {"method": method, "alpha": cfg.alpha if resolved.mixes else None, "update": cfg.update,
              "train_docs": len(docs),
              "new_docs": len(data.new_docs), "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mixture}
     return finish_run(folder, factory(run.graphdef, run.rest), run, extra).final
@@ -216,7 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--data", required=True, help="KnowEdit test.json (ZsRE, WikiBio or Wiki_recent)")
     ap.add_argument("--model", required=True, help="local HF folder: config.json, safetensors, tokenizer")
     ap.add_argument("--out", required=True, help="output folder (replay corpora, one run folder per method, table)")
-    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of naive,lamol,stoc")
+    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated method names: "
+                    f"{','.join(recipe_components('knowedit'))} or '+' compositions (runs/method.py)")
+    ap.add_argument("--ewc-lambda", type=float, default=None, help="ewc: strength λ (default 1e3)")
+    ap.add_argument("--ewc-batches", type=int, default=None, help="ewc: Fisher batches (default 8)")
+    ap.add_argument("--rho-k", type=float, default=None, help="rho1: kept fraction of target tokens (0.6)")
     ap.add_argument("--alpha", type=float, default=0.5, help="new-data fraction of the replay mixture")
     ap.add_argument("--mixing", default="alpha", choices=sorted(MIXING_RULES),
                     help="alpha: new-data fraction by tokens; code_5050: the reference's 50/50 bug")
@@ -243,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                       augmentation=a.augmentation, aug_align=a.aug_align, fluency_mode=a.fluency_mode,
                       eval_stride=a.eval_stride, minhash=not a.no_minhash, dtype=a.dtype, seed=a.seed,
                       progress=not a.no_progress, update=a.update, freeze_layers=a.freeze_layers,
-                      lora_rank=a.lora_rank, mesh=a.mesh)
+                      lora_rank=a.lora_rank, mesh=a.mesh, ewc_lambda=a.ewc_lambda, ewc_batches=a.ewc_batches,
+                      rho_k=a.rho_k)
     run(cfg)
     return 0
 

@@ -141,8 +141,10 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     p, folder = spec.scale, RunFolder(spec.out)
     _check_pt(spec, p, pt)
     methods.check_token_weights(spec)
-    if loss_fn is not None and (spec.token_weights is not None or spec.energy_tau is not None):
-        raise ValueError("a loss_fn was given and the spec names a token objective (token_weights / energy_tau)")
+    if loss_fn is not None and (spec.token_weights is not None or spec.energy_tau is not None
+                                or spec.resolved.token_loss != "nll"):
+        raise ValueError("a loss_fn was given and the spec names a token objective (token_weights / energy_tau / "
+                         "a method's token loss such as rho1)")
     folder.check(spec, p)
     bundle = _data(p, spec.cache_dir, data)
     objective, add_weights = methods.token_objective(spec, len(bundle.tokenizer), bundle.tokenizer)
@@ -151,9 +153,12 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     folder.start(spec, p)
     nnx.update(model, params)
     docs, replay_stats = methods.cpt_documents(spec, bundle, model)  # replay is sampled from the PT model
-    penalty, penalty_args = methods.ewc_setup(spec, bundle, model) if spec.method == "ewc" else (None, None)
+    method = spec.resolved
+    penalty, penalty_args = methods.ewc_setup(spec, bundle, model) if method.penalty == "ewc" else (None, None)
     if init_params is not None:
         nnx.update(model, init_params)
+    if method.token_loss != "nll":  # RHO-1: the reference is θ0, the parameters CPT starts from
+        objective, add_weights = methods.method_objective(method, model, DTYPES[spec.dtype])
     model, trainable = methods.update_mode(spec, p, model)
     if penalty is not None and spec.update == "lora":
         penalty = methods.lora_effective_penalty(model, penalty)

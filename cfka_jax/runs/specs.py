@@ -16,10 +16,12 @@ import jax.numpy as jnp
 from cfka_jax.data.tokenize import BPE_MIN_VOCAB
 from cfka_jax.models import family
 from cfka_jax.parallel.mesh import parse_mesh
+from cfka_jax.runs.method import Method, method_options, recipe_components, resolve
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup, override
-from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches
+from cfka_jax.runs.replay import ReplaySwitches
 
-METHODS = ("naive", "ewc", "replay-all", "replay-half", *GENERATIVE)
+METHODS = recipe_components("biography")
+"""The one-component methods of a Biography CPT run (``runs/method.RECIPES``); ``+`` composes them."""
 UPDATES = ("full", "freeze", "lora")
 ARCHS = family.names()  # the registered model families (models/family.py): llama, pythia, qwen
 DTYPES = {"float32": None, "bfloat16": jnp.bfloat16}
@@ -74,10 +76,11 @@ class PTSpec:
 class CPTSpec:
     """A continual pre-training run (decisions #7, #9–#11 of the spec's table; #16–#24 for generative replay).
 
-    ``method`` stoc | random | lamol mixes a generative replay corpus built from the PT model (``replay_dir``,
-    default ``<out>/../replay-<method><switch tag>[-seed<seed>]``, built when absent) at new-data fraction
-    ``alpha``. ``pt_dir`` None means ``<out>/../pt-<preset>-<arch>``, trained first when absent; an explicit
-    ``pt_dir`` must hold a finished PT run.
+    ``method`` is a name of the one method registry (``runs/method.py``, e.g. ``ewc``, ``stoc + ewc``, ``rho1``):
+    stoc | random | lamol mixes a generative replay corpus built from the PT model (``replay_dir``,
+    default ``<out>/../replay-<replay kind><switch tag>[-seed<seed>]``, built when absent) at new-data fraction
+    ``alpha``; ``rho_k`` is RHO-1's kept fraction (None: 0.6). ``pt_dir`` None means
+    ``<out>/../pt-<preset>-<arch>``, trained first when absent; an explicit ``pt_dir`` must hold a finished PT run.
     """
 
     preset: str = "smoke"
@@ -105,16 +108,15 @@ class CPTSpec:
     energy_tau: float | None = None
     energy_normalize: str | None = None
     bpe_vocab: int | None = None
+    rho_k: float | None = None
 
     def __post_init__(self):
         PTSpec(preset=self.preset, arch=self.arch, seed=self.seed, dtype=self.dtype, ckpt_every=self.ckpt_every,
                mesh=self.mesh, bpe_vocab=self.bpe_vocab)
-        if self.method not in METHODS or self.update not in UPDATES:
-            raise ValueError(f"method must be in {METHODS} and update in {UPDATES}, got {self.method}, {self.update}")
+        if self.update not in UPDATES:
+            raise ValueError(f"update must be in {UPDATES}, got {self.update!r}")
         if not (isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 1.0):
             raise ValueError(f"alpha (the new-data fraction) must be in [0, 1], got {self.alpha!r}")
-        if self.uses_alpha and not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"replay needs 0 < alpha < 1, got {self.alpha}")
         if not (isinstance(self.ewc_lambda, (int, float)) and math.isfinite(self.ewc_lambda)
                 and self.ewc_lambda >= 0):
             raise ValueError(f"ewc_lambda must be a finite number >= 0 (a negative λ rewards drift), "
@@ -125,6 +127,9 @@ class CPTSpec:
         _positive("freeze_layers", self.freeze_layers, minimum=0)
         _positive("lora_rank", self.lora_rank)
         _positive("eval_every", self.eval_every, minimum=0)
+        self.resolved  # noqa: B018 (resolves the method: unknown or unavailable components fail here)
+        if self.uses_alpha and not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"replay needs 0 < alpha < 1, got {self.alpha}")
         self._check_objective()
 
     def _check_objective(self) -> None:
@@ -132,6 +137,9 @@ class CPTSpec:
         if self.token_weights is not None and self.energy_tau is not None:
             raise ValueError("token_weights (TAALM) and energy_tau (energy masking) are two token objectives; "
                              "choose one")
+        if self.resolved.token_loss != "nll" and (self.token_weights is not None or self.energy_tau is not None):
+            raise ValueError(f"method {self.method!r} sets the token loss ({self.resolved.token_loss}); "
+                             f"token_weights / energy_tau are other token objectives; choose one")
         if self.energy_normalize is not None and self.energy_tau is None:
             raise ValueError("energy_normalize needs energy_tau")
         if self.energy_tau is not None:
@@ -140,8 +148,14 @@ class CPTSpec:
             EnergyMaskConfig(tau=self.energy_tau, normalize=self.energy_normalize or "all")
 
     @property
+    def resolved(self) -> Method:
+        """The run's method, resolved by the one registry for the Biography recipe."""
+        return resolve(self.method, "biography", method_options(
+            ewc_lambda=self.ewc_lambda, ewc_fisher=self.ewc_fisher, ewc_batches=self.ewc_batches, rho_k=self.rho_k))
+
+    @property
     def uses_alpha(self) -> bool:
-        return self.method.startswith("replay") or self.method in GENERATIVE
+        return self.resolved.mixes
 
     @property
     def scale(self) -> Preset:
@@ -157,7 +171,7 @@ class CPTSpec:
 
     @property
     def replay_folder(self) -> pathlib.Path:
-        name = f"replay-{self.method}{self.replay.tag}" + (f"-seed{self.seed}" if self.seed else "")
+        name = f"replay-{self.resolved.replay}{self.replay.tag}" + (f"-seed{self.seed}" if self.seed else "")
         return pathlib.Path(self.replay_dir or pathlib.Path(self.out).parent / name)
 
     def pt_spec(self) -> PTSpec:

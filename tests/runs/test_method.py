@@ -1,0 +1,111 @@
+"""The one method registry (runs/method.py) and the hooks it resolves to (runs/methods.py): names compose, every
+recipe refuses what it cannot run, the CKL table's names give the same switches as ``ckl_methods.Method.parse``,
+and the EWC / RHO-1 hooks compute what their formulas say on a tiny model."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from cfka_jax.continual import ckl_methods
+from cfka_jax.continual.ewc import ewc_penalty
+from cfka_jax.experiments.taalm import LAMA_METHODS, TWIKI_METHODS
+from cfka_jax.runs import methods
+from cfka_jax.runs.method import COMPONENTS, RECIPES, MethodOptions, recipe_components, resolve
+from cfka_jax.runs.specs import METHODS, CPTSpec
+from cfka_jax.train.losses import next_token_nll
+from cfka_jax.train.step import make_eval_logits, token_nll_loss
+from tests.helpers import batch, split, tiny_model
+from tests.tolerances import F32
+
+
+def test_names_resolve_to_one_value_per_hook():
+    m = resolve("stoc + ewc", "biography")
+    assert (m.replay, m.penalty, m.token_loss, m.optimizer, m.generative, m.mixes) == \
+        ("stoc", "ewc", "nll", "adamw", True, True)
+    assert resolve("Finetune", "corpus") == resolve("naive", "corpus").__class__("Finetune")  # an alias, no hook
+    assert resolve("rho1", "corpus", MethodOptions(rho_k=0.3)).options.rho_k == 0.3
+    assert resolve("replay-half", "biography").real_replay == "half"
+    assert set(METHODS) == set(recipe_components("biography")) and "rho1" in METHODS and "lamol" in METHODS
+    assert set(recipe_components("corpus")) == {"naive", "ewc", "stoc", "random", "lamol", "rho1"}
+
+
+@pytest.mark.parametrize("name, recipe, match", [
+    ("stoc + replay-all", "biography", "both set the replay hook"),
+    ("rho1 + taalm", "ckl", "both set the token_loss hook"),
+    ("ewcc", "corpus", "unknown method component 'ewcc'"),
+    ("recadam", "corpus", "not available in the corpus recipe"),
+    ("ewc", "ckl", "not available in the ckl recipe"),
+    ("replay-all", "knowedit", "not available in the knowedit recipe"),
+    ("naive", "cooking", "unknown recipe"),
+    ("", "corpus", "non-empty"),
+])
+def test_bad_names_and_unavailable_methods_are_refused(name, recipe, match):
+    with pytest.raises(ValueError, match=match):
+        resolve(name, recipe)
+
+
+def test_every_component_runs_somewhere():
+    assert all(any(k in recipe_components(r) for r in RECIPES) for k in COMPONENTS)
+
+
+@pytest.mark.parametrize("name", sorted(set(LAMA_METHODS) | set(TWIKI_METHODS) | {"Uniform", "RHO-1 + Mix-review"}))
+def test_ckl_names_give_the_ckl_switches(name):
+    assert resolve(name, "ckl").ckl() == ckl_methods.Method.parse(name)
+
+
+def test_options_are_validated():
+    for kw in ({"ewc_lambda": -1.0}, {"ewc_lambda": float("nan")}, {"ewc_fisher": "diag"}, {"ewc_batches": 0},
+               {"rho_k": 0.0}, {"rho_k": 1.5}, {"rho_mode": "top"}):
+        with pytest.raises(ValueError):
+            MethodOptions(**kw)
+
+
+def test_biography_spec_resolves_its_method():
+    spec = CPTSpec(method="stoc + ewc", ewc_lambda=5.0, out="runs/x/cpt")
+    assert spec.uses_alpha and spec.resolved.options.ewc_lambda == 5.0
+    assert spec.replay_folder.name == "replay-stoc"  # the corpus is the replay kind's, shared with plain stoc
+    assert not CPTSpec(method="rho1").uses_alpha
+    with pytest.raises(ValueError, match="choose one"):
+        CPTSpec(method="rho1", energy_tau=2.5)
+    with pytest.raises(ValueError, match="not available in the biography recipe"):
+        CPTSpec(method="K-Adapter")
+
+
+def test_rho1_hook_adds_theta0_nll_and_keeps_all_tokens_at_k1():
+    """k = 1 keeps every target: the RHO-1 loss is the mean NLL; θ0's ref_nll is the model's own NLL, so the
+    excess loss of the starting point is zero everywhere."""
+    model, b = tiny_model(2), batch(4)
+    hooks = methods.train_hooks(resolve("rho1", "corpus", MethodOptions(rho_k=1.0)), model, lambda t: b)
+    bt = hooks.batch_at(0)
+    logits = make_eval_logits(*split(model)[::2])(split(model)[1], b)
+    want, count = token_nll_loss(logits, b)
+    got, got_count = hooks.loss_fn(logits, bt)
+    np.testing.assert_allclose(got, want, rtol=F32.exact_rtol)
+    assert float(got_count) == float(count)
+    np.testing.assert_allclose(bt["ref_nll"][:, 1:], next_token_nll(logits, b["tokens"]), atol=F32.op_atol)
+    assert np.all(np.asarray(bt["ref_nll"][:, 0]) == 0.0)
+    half = methods.train_hooks(resolve("rho1", "corpus", MethodOptions(rho_k=0.5)), model, lambda t: b)
+    assert float(half.loss_fn(logits, half.batch_at(0))[0]) != pytest.approx(float(want))  # k < 1 selects
+
+
+def test_ewc_hook_is_anchored_at_the_base_model_and_follows_lora():
+    model = tiny_model(3)
+    stream = lambda t: batch(5 + t)  # noqa: E731
+    hooks = methods.train_hooks(resolve("ewc", "knowedit", MethodOptions(ewc_lambda=2.0, ewc_batches=2)), model,
+                                stream)
+    assert hooks.loss_fn is token_nll_loss and hooks.batch_at is stream
+    _, params, _ = split(model)
+    penalty = jax.jit(hooks.penalty)
+    assert float(penalty(params, hooks.penalty_args)) == 0.0
+    moved = jax.tree.map(lambda p: p + 0.1, params)
+    fisher = hooks.penalty_args.fisher
+    want = 0.5 * 2.0 * sum(float(jnp.sum(f * 0.01)) for f in jax.tree.leaves(fisher))
+    np.testing.assert_allclose(float(jax.jit(ewc_penalty)(moved, hooks.penalty_args)), want, rtol=F32.sum_rtol)
+    assert want > 0.0
+    lora_model, _ = methods.apply_update(model, "lora", freeze_layers=0, lora_rank=2, seed=0)
+    wrapped = methods.with_update(hooks, lora_model, "lora")
+    assert wrapped.penalty is not hooks.penalty and methods.with_update(hooks, model, "full") is hooks
+    _, lora_params, _ = nnx.split(lora_model, nnx.Param, ...)
+    assert float(jax.jit(wrapped.penalty)(lora_params, hooks.penalty_args)) == 0.0  # B = 0: effective = θ*
