@@ -1,6 +1,6 @@
 """The fact worlds the proof checks use (fixed seeds, so every run measures the same thing)."""
 
-from cfka_jax.theory.world import SlotSpec, WorldConfig, make_world
+from cfka_jax.theory.world import MULTI_RELATION, SlotSpec, WorldConfig, make_world  # noqa: F401 (MULTI_RELATION re-exported)
 
 # Two name slots, a template and the query: 5 objects, 12 contexts. Small enough for exact Hessians.
 SMALL = WorldConfig(
@@ -9,21 +9,6 @@ SMALL = WorldConfig(
     object_skew=0.5,
     smoothing=0.05,
     seed=0,
-)
-
-# Multi-relation world for the Diversity Index: 8 objects in 2 relations, 19 subject-name tokens of varied breadth.
-MULTI_RELATION = WorldConfig(
-    num_objects=8,
-    slots=(
-        SlotSpec("name", 10, (0.1, 1.0)),
-        SlotSpec("name", 9, (0.1, 1.0)),
-        SlotSpec("relation", 2),
-        SlotSpec("template", 1),
-        SlotSpec("query", 1),
-    ),
-    object_skew=0.5,
-    smoothing=0.02,
-    seed=3,
 )
 
 

@@ -273,3 +273,21 @@ def log_prior_terms(world: FactWorld) -> Float[Array, "M O"]:
     num_x = world.context_tokens.shape[0]
     v = jnp.log(world.pr_s_given_o[:num_x]) + jnp.log(world.pr_o)[None, :] / world.context_length
     return jnp.zeros_like(world.pr_s_given_o).at[:num_x].set(v)
+
+
+# The multi-relation world of the Diversity Index lemma (``check_diversity``, ``experiments/di_optimizer``):
+# 8 objects in 2 relations, 19 subject-name tokens of varied breadth.
+MULTI_RELATION = WorldConfig(
+    num_objects=8,
+    slots=(
+        SlotSpec("name", 10, (0.1, 1.0)),
+        SlotSpec("name", 9, (0.1, 1.0)),
+        SlotSpec("relation", 2),
+        SlotSpec("template", 1),
+        SlotSpec("query", 1),
+    ),
+    object_skew=0.5,
+    smoothing=0.02,
+    seed=3,
+)
+
