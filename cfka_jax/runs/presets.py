@@ -188,6 +188,11 @@ BIOGRAPHY["names600"] = dataclasses.replace(BIOGRAPHY["w600"], name="names600", 
 # The depth control of issue #22 (``cfka di-attention --preset small1``): the small world and schedule with a
 # ONE-block port (width, heads and MLP of ``small``), the multi-layer port nearest the single-layer theory model.
 BIOGRAPHY["small1"] = dataclasses.replace(BIOGRAPHY["small"], name="small1", model=ModelSize(96, 1, 4, 2, 288))
+# The dose axis of issue #23: names150's world, model and PT with 4× its CPT steps (the same replay corpus seen 4×
+# as often; warm-up and evaluation scaled). A names150 PT folder serves it (same data and PT schedule).
+BIOGRAPHY["names150x4"] = dataclasses.replace(
+    BIOGRAPHY["names150"], name="names150x4",
+    cpt=dataclasses.replace(BIOGRAPHY["names150"].cpt, steps=1600, warmup=160, eval_every=400, ckpt_every=400))
 
 KNOWEDIT = {
     "paper": Preset("paper", cpt=Schedule(8000, 500, 5e-5, 1e-5, batch=48, eval_every=500), seq_len=256,
