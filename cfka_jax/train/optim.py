@@ -10,6 +10,10 @@ decays again, by a cosine (``decay="cosine"``) or held constant and then decayed
 no-re-warming control (later stages continue at the previous stage's final rate). ``post`` of
 :func:`make_optimizer` chains a transformation after AdamW (GPM's projection of the update,
 ``continual/gpm.py``).
+
+``state_dtype="bfloat16"`` stores the AdamW moments (μ, ν) in bfloat16 (:func:`state_in_dtype`): 4 bytes per
+trained parameter instead of 8; each update computes in float32 from the stored moments and rounds the new moments
+to bfloat16, so the update of a step is the float32 update of the rounded moments.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class OptimConfig:
     clip_norm: float = 1.0
     decay: str = "cosine"
     decay_steps: int | None = None
+    state_dtype: str = "float32"
 
     def __post_init__(self):
         rates = {"peak_lr": self.peak_lr, "min_lr": self.min_lr, "b1": self.b1, "b2": self.b2, "eps": self.eps,
@@ -51,6 +56,9 @@ class OptimConfig:
             raise ValueError(f"need 0 <= warmup_steps <= total_steps >= 1, got {self.warmup_steps}, {self.total_steps}")
         if self.clip_norm <= 0 or self.weight_decay < 0:
             raise ValueError("clip_norm must be > 0 and weight_decay >= 0")
+        if self.state_dtype not in STATE_DTYPES:
+            raise ValueError(f"state_dtype (--opt-state-dtype) must be one of {tuple(STATE_DTYPES)}, got "
+                             f"{self.state_dtype!r}")
         if self.decay not in DECAYS:
             raise ValueError(f"decay must be one of {DECAYS}, got {self.decay!r}")
         if self.decay_steps is not None and (self.decay != "constant" or not isinstance(self.decay_steps, int)
@@ -69,6 +77,8 @@ class OptimConfig:
 
 
 DECAYS = ("cosine", "constant")
+STATE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+"""Storage dtypes of the optimiser's floating state (``OptimConfig.state_dtype``)."""
 
 
 def lr_schedule(cfg: OptimConfig) -> optax.Schedule:
@@ -125,6 +135,25 @@ def masked_tx(tx: optax.GradientTransformation, mask) -> optax.GradientTransform
     return optax.multi_transform({"trainable": tx, "frozen": optax.set_to_zero()}, labels)
 
 
+def state_in_dtype(tx: optax.GradientTransformation, dtype) -> optax.GradientTransformation:
+    """``tx`` whose floating state is *stored* in ``dtype``: ``init`` casts it, ``update`` upcasts the stored
+    state to float32, runs ``tx.update`` and casts the new state back (integer leaves such as the step count are
+    untouched). With ``dtype`` float32 the casts are no-ops and the numbers are those of ``tx``.
+    """
+
+    def cast(tree, to):
+        return jax.tree.map(lambda x: x.astype(to) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
+
+    def init(params):
+        return cast(tx.init(params), dtype)
+
+    def update(updates, state, params=None):
+        new_updates, new_state = tx.update(updates, cast(state, jnp.float32), params)
+        return new_updates, cast(new_state, dtype)
+
+    return optax.GradientTransformation(init, update)
+
+
 def decay_mask(params):
     """True for weights that get weight decay: matrices (ndim ≥ 2); biases and norm scales (ndim 1) do not."""
     return jax.tree.map(lambda p: getattr(p, "ndim", 0) >= 2, params)
@@ -147,6 +176,8 @@ def make_optimizer(cfg: OptimConfig, trainable=None,
                     mask=decay_mask),
         *((post,) if post is not None else ()),
     )
+    if cfg.state_dtype != "float32":
+        adamw = state_in_dtype(adamw, STATE_DTYPES[cfg.state_dtype])
     if trainable is None:
         return adamw
     return masked_tx(adamw, trainable)
