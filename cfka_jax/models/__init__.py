@@ -76,7 +76,7 @@ def from_pretrained(
         cfg = config_from_hf(raw, dtype=dtype, scan_layers=scan_layers, remat=remat, attention_impl=attention_impl)
     except ValueError as e:
         raise ValueError(f"{os.path.join(os.fspath(path), hub.CONFIG_FILE)}: {e}") from None
-    tensors = hub.read_tensors(path)
+    tensors = hub.open_tensors(path)  # streamed: one shard in host memory at a time
     try:
         return family.of(cfg).load(cfg, tensors)
     except hub.ConversionError as e:

@@ -8,6 +8,10 @@ a transform from the family's registry (a pair of numpy functions, HF -> NNX and
 *every* problem (unused HF keys, unfilled parameters, shape mismatches, integer or boolean tensors for float
 parameters) and raises one :class:`ConversionError`. Export runs the same table backwards.
 
+:func:`open_tensors` streams a folder: its mapping knows every key (from the index, or the file header) and
+hands the tensors over one shard at a time, so :func:`load_into` converts a shard into device arrays and drops
+it before the next is read (peak host memory: the model plus one shard, not the checkpoint twice).
+
 Reading fails loudly as well: a missing folder, an unreadable ``config.json`` or index, an index without a valid
 ``weight_map`` or naming absent shards, and an empty, truncated or garbage ``.safetensors`` file each raise an
 error naming the file (and key); tensors holding NaN or Inf load with a :class:`NonFiniteWeightsWarning` naming them.
@@ -20,13 +24,13 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import flax.nnx as nnx
 import jax.numpy as jnp
 import numpy as np
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import load_file, save_file
 
 from cfka_jax import jsonio
@@ -158,6 +162,80 @@ def read_tensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
     return tensors
 
 
+def _header_keys(file: str) -> set[str]:
+    """The tensor names of one ``.safetensors`` file, read from its header only (no tensor data)."""
+    try:
+        with safe_open(file, framework="numpy") as f:
+            return set(f.keys())
+    except (SafetensorError, ValueError, TypeError, OSError) as e:
+        raise ValueError(f"{file}: not a readable safetensors file ({e})") from None
+
+
+class StreamedTensors(Mapping):
+    """The tensors of a checkpoint folder, read one shard at a time (:func:`open_tensors`).
+
+    ``keys()`` / ``in`` / ``len`` come from the index (or the single file's header) without reading data;
+    :meth:`stream` yields ``(key, array)`` shard by shard, holding one shard; ``self[key]`` reads the key's shard
+    (one cached), for the rare lookup of another key (a tied head's check).
+    """
+
+    def __init__(self, folder: str, weight_map: dict[str, str]):
+        self.folder, self.weight_map, self._cached = folder, weight_map, (None, {})
+
+    def _shard(self, shard: str) -> dict[str, np.ndarray]:
+        if self._cached[0] != shard:
+            self._cached = (None, {})  # drop the previous shard before reading the next
+            self._cached = (shard, read_safetensors(os.path.join(self.folder, shard)))
+        return self._cached[1]
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._shard(self.weight_map[key])[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self.weight_map))
+
+    def __len__(self) -> int:
+        return len(self.weight_map)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.weight_map
+
+    def stream(self) -> Iterator[tuple[str, np.ndarray]]:
+        """Every ``(key, array)``, shard by shard (sorted within a shard); a shard is dropped once handed over."""
+        for shard in sorted(set(self.weight_map.values())):
+            tensors = self._shard(shard)
+            self._cached = (None, {})
+            for key in sorted(tensors):
+                yield key, tensors.pop(key)
+            del tensors
+
+
+def open_tensors(path: str | os.PathLike) -> StreamedTensors:
+    """A folder's tensors as a :class:`StreamedTensors` (one file or a sharded index), checked before any
+    tensor data is read: every shard's header must list exactly the keys its index assigns to it.
+
+    Raises:
+        FileNotFoundError / ValueError / ConversionError: as :func:`read_tensors`.
+    """
+    folder = model_folder(path)
+    index_path = os.path.join(folder, INDEX_FILE)
+    if not os.path.exists(index_path):
+        if not os.path.exists(os.path.join(folder, WEIGHTS_FILE)):
+            raise FileNotFoundError(f"{folder}: no {WEIGHTS_FILE} or {INDEX_FILE}")
+        keys = _header_keys(os.path.join(folder, WEIGHTS_FILE))
+        return StreamedTensors(folder, {k: WEIGHTS_FILE for k in keys})
+    weight_map = _read_index(index_path)
+    problems = []
+    for shard in sorted(set(weight_map.values())):
+        present = _header_keys(os.path.join(folder, shard))
+        listed = {k for k, v in weight_map.items() if v == shard}
+        problems += [f"{k}: listed for {shard} but absent" for k in sorted(listed - present)]
+        problems += [f"{k}: in {shard} but not in the index" for k in sorted(present - listed)]
+    if problems:
+        raise ConversionError(f"inconsistent sharded checkpoint {index_path}:\n  " + "\n  ".join(problems))
+    return StreamedTensors(folder, weight_map)
+
+
 def write_checkpoint(path: str | os.PathLike, config: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> None:
     """Write ``config.json`` and a single ``model.safetensors`` (metadata format "pt", as transformers expects)."""
     os.makedirs(path, exist_ok=True)
@@ -248,9 +326,10 @@ def load_into(
     graphdef, state = nnx.split(abstract_model)
     target = flatten_mapping(nnx.to_pure_dict(state))
     plan = _plan(rules, num_layers, scan)
-    unused, mismatched, pieces = [], [], {}
-    for key in sorted(tensors):
-        arr, slot = tensors[key], plan.get(key)
+    unused, mismatched, filled, stacks = [], [], {}, {}
+    items = tensors.stream() if isinstance(tensors, StreamedTensors) else ((k, tensors[k]) for k in sorted(tensors))
+    for key, arr in items:  # each tensor becomes a device array at once; the host copy is dropped
+        slot = plan.get(key)
         if slot is None:
             check = next((c for pattern, c in extras if re.fullmatch(pattern, key)), None)
             problem = "" if check is None else check(arr, tensors)
@@ -258,20 +337,20 @@ def load_into(
                 unused.append(key + (f" ({problem})" if problem else ""))
             continue
         value, problem = _to_nnx(key, arr, slot, target[slot.path], transforms)
+        del arr
         if problem:
             mismatched.append(problem)
-        else:
-            pieces[(slot.path, slot.layer)] = value
+        elif slot.layer is None:
+            filled[slot.path] = jnp.asarray(value)
+        else:  # scanned layers: fill slice i of one host buffer, moved to the device once complete
+            buf, left = stacks.get(slot.path) or (np.empty(target[slot.path].shape, value.dtype), set(range(num_layers)))
+            buf[slot.layer], stacks[slot.path] = value, (buf, left - {slot.layer})
+            if not stacks[slot.path][1]:
+                filled[slot.path] = jnp.asarray(stacks.pop(slot.path)[0])
     unfilled = [f"{k} -> {_dotted(s.path)}" for k, s in plan.items() if k not in tensors]
     unfilled += [f"{_dotted(p)} (no table rule)" for p in target if p not in {s.path for s in plan.values()}]
     if unused or unfilled or mismatched:
-        raise ConversionError(_report(unused, unfilled, mismatched))
-    filled = {}
-    for path in target:
-        if (path, None) in pieces:
-            filled[path] = jnp.asarray(pieces[(path, None)])
-        else:
-            filled[path] = jnp.asarray(np.stack([pieces[(path, i)] for i in range(num_layers)]))
+        raise ConversionError(_report(sorted(unused), unfilled, sorted(mismatched)))
     nnx.replace_by_pure_dict(state, nest(filled))
     return nnx.merge(graphdef, state)
 
