@@ -1,12 +1,13 @@
 """Benchmark: the Flax NNX model ports against HF torch (eager mode) on this CPU, same config and batch.
 
-    python bench/models.py forward   [--family pythia|qwen] [--batch 8] [--seq 128]
-    python bench/models.py train     [--family pythia|qwen] [--batch 8] [--seq 128]
-    python bench/models.py generate  [--family pythia|qwen] [--batch 8] [--prompt 32] [--new 64]
-    python bench/models.py profile   [--family pythia|qwen]   (why the JAX train step is slow on CPU)
+    python bench/models.py forward   [--family pythia|qwen|llama] [--batch 8] [--seq 128]
+    python bench/models.py train     [--family pythia|qwen|llama] [--batch 8] [--seq 128]
+    python bench/models.py generate  [--family pythia|qwen|llama] [--batch 8] [--prompt 32] [--new 64]
+    python bench/models.py profile   [--family pythia|qwen|llama]   (why the JAX train step is slow on CPU)
 
-Model: a random-init ~17M-parameter fp32 model built from the same HF config on both sides (Pythia: 6 layers,
-D = 384, 6 heads, F = 1536, V = 8192, untied head; the Qwen variant is the Qwen2 analogue with 2 KV heads).
+Model: a random-init ~17M-parameter fp32 model built from the same HF config on both sides: the registry's
+from-scratch config of the family (``--family``: any registered one) with 6 layers, D = 384, 6 heads (2 KV heads
+where the family has grouped-query attention: Qwen2, Llama), F = 1536, V = 8192, untied head.
 The JAX weights are converted from the torch model, so both compute the same function.
 
 * forward: logits of ``[B, S]`` tokens; JAX ``jax.jit`` over split state vs torch ``inference_mode``.
@@ -60,26 +61,32 @@ import numpy as np
 import optax
 
 from cfka_jax import models
+from cfka_jax.models import family
 from cfka_jax.models import generate as gen
+from cfka_jax.models.family import ModelSize
 
 
-def hf_config(family: str):
+BENCH_SIZE = ModelSize(hidden=384, layers=6, heads=6, kv_heads=2, intermediate=1536)
+
+
+def hf_config(name: str):
+    """(HF config, torch model factory) of the benchmark model of family ``name``, asked of the registry: the
+    family's from-scratch config of :data:`BENCH_SIZE` (V = 8192, 512 positions, untied head) as ``config.json``
+    writes it, read by ``transformers.AutoConfig``."""
     import transformers
 
-    common = dict(vocab_size=8192, hidden_size=384, intermediate_size=1536, num_hidden_layers=6,
-                  num_attention_heads=6, max_position_embeddings=512, tie_word_embeddings=False)
-    if family == "pythia":
-        return transformers.GPTNeoXConfig(**common, rotary_pct=0.25), transformers.GPTNeoXForCausalLM
-    return transformers.Qwen2Config(**common, num_key_value_heads=2), transformers.Qwen2ForCausalLM
+    cfg = family.get(name).from_size(BENCH_SIZE, vocab_size=8192, max_position_embeddings=512,
+                                     tie_word_embeddings=False)
+    return transformers.AutoConfig.for_model(**cfg.to_hf_config()), transformers.AutoModelForCausalLM.from_config
 
 
-def build(family: str):
+def build(name: str):
     """(torch model, NNX model) with identical weights."""
     import torch
 
     torch.manual_seed(0)
-    config, cls = hf_config(family)
-    hf = cls(config).eval()
+    config, make = hf_config(name)
+    hf = make(config).eval()
     with tempfile.TemporaryDirectory() as d:
         hf.save_pretrained(d)
         model = models.from_pretrained(d)
@@ -288,7 +295,7 @@ def profile(hf, model, args) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["forward", "train", "generate", "profile"])
-    ap.add_argument("--family", choices=["pythia", "qwen"], default="pythia")
+    ap.add_argument("--family", choices=family.names(), default="pythia")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--prompt", type=int, default=32)

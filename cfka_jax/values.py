@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 
 
@@ -91,6 +92,19 @@ def check_floats(values: Iterable, name: str, *, lo: float | None = None, hi: fl
     if unique:
         check_unique(out, name, where=where)
     return out
+
+
+def check_sizes(obj, names: Iterable[str], *, lo: int = 1) -> None:
+    """Refuse a config whose fields ``names`` (its sizes and counts) are not whole numbers >= ``lo``; numpy
+    integers count, booleans and floats do not.
+
+    Raises:
+      ValueError: "<name> must be an integer >= <lo>, got <value>" for the first field that fails.
+    """
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
 
 
 def _parse_float(text: str) -> float:

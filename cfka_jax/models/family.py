@@ -25,6 +25,8 @@ from typing import Any
 import flax.nnx as nnx
 import numpy as np
 
+from cfka_jax import values
+
 BUILTIN = ("cfka_jax.models.pythia", "cfka_jax.models.qwen", "cfka_jax.models.llama")
 """Modules whose ``FAMILY`` is registered on the first lookup."""
 
@@ -48,10 +50,13 @@ class ModelSize:
     intermediate: int = 384
 
     def __post_init__(self):
-        for name in ("hidden", "layers", "heads", "kv_heads", "intermediate"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        values.check_sizes(self, ("hidden", "layers", "heads", "kv_heads", "intermediate"))
+
+    def hf_sizes(self, *, gqa: bool = True) -> dict[str, int]:
+        """The sizes under their HF ``config.json`` names (``num_key_value_heads`` only with ``gqa``)."""
+        out = {"hidden_size": self.hidden, "intermediate_size": self.intermediate, "num_hidden_layers": self.layers,
+               "num_attention_heads": self.heads}
+        return {**out, "num_key_value_heads": self.kv_heads} if gqa else out
 
 
 @dataclasses.dataclass(frozen=True)

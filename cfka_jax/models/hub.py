@@ -408,3 +408,23 @@ def export_from(
             value = value[slot.layer]
         out[key] = np.ascontiguousarray(transforms[slot.transform][1](value))
     return out
+
+
+def load_model(model_cls: type, cfg: Any, tensors: Mapping[str, np.ndarray], rules: list[Rule],
+               transforms: Mapping[str, Transform], extras: Sequence[Extra] = ()) -> nnx.Module:
+    """A ``model_cls(cfg)`` filled from HF ``tensors`` by :func:`load_into` (over ``cfg.num_hidden_layers`` blocks,
+    stacked with ``cfg.scan_layers``); every family's ``convert.load``.
+
+    Raises:
+        ConversionError: one error listing every unused key, unfilled parameter and shape or dtype mismatch (an
+            integer or boolean tensor for a float parameter is never cast).
+    """
+    abstract = nnx.eval_shape(lambda: model_cls(cfg, rngs=nnx.Rngs(0)))
+    return load_into(abstract, tensors, rules, transforms, num_layers=cfg.num_hidden_layers, scan=cfg.scan_layers,
+                     extras=extras)
+
+
+def export_model(model: nnx.Module, rules: list[Rule], transforms: Mapping[str, Transform]) -> dict[str, np.ndarray]:
+    """HF-named numpy tensors of ``model`` by :func:`export_from` (the inverse of :func:`load_model`)."""
+    cfg = model.cfg
+    return export_from(model, rules, transforms, num_layers=cfg.num_hidden_layers, scan=cfg.scan_layers)

@@ -1,4 +1,4 @@
-"""Building blocks shared by the Pythia and Qwen ports: RoPE, norms, masks, attention, KV cache, layer stack.
+"""Building blocks shared by every port: RoPE, norms, linears, masks, attention, KV cache, layer stack, the LM shell.
 
 Shape letters follow ``cfka_jax.shapes`` (B S T D N K H F V L); R is the rotary width (R <= H, even).
 
@@ -113,6 +113,14 @@ class RMSNorm(nnx.Module):
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
         return rms_norm(x, self.scale[...], self.eps)
+
+
+def linear(cfg: Any, d_in: int, d_out: int, *, bias: bool, rngs: nnx.Rngs) -> nnx.Linear:
+    """``nnx.Linear(d_in, d_out)`` in ``cfg.dtype`` (parameters and activations), kernel ~ N(0, σ²) with
+    σ = ``cfg.initializer_range`` (as HF initialises every port's linears)."""
+    init = nnx.initializers.normal(cfg.initializer_range)
+    return nnx.Linear(d_in, d_out, use_bias=bias, dtype=cfg.dtype, param_dtype=cfg.dtype, kernel_init=init,
+                      rngs=rngs)
 
 
 # ------------------------------------------------------------------------------------------------ cache and masks
@@ -456,12 +464,46 @@ def forward_decoder(
 
 
 class DecoderLM(nnx.Module):
-    """The call and cache interface every model family shares.
+    """The shell, call and cache interface every model family shares.
 
-    Subclasses hold ``cfg`` and ``layers`` and define ``_embed()``, ``_final_norm()``, ``_head(x)``,
-    ``_rope() -> (rotary_dim, theta)`` and ``_kv_shape() -> (num_kv_heads, head_dim)``; a family with scaled RoPE
-    overrides :meth:`rope_frequencies`.
+    A subclass names its input embedding, final norm and untied head in ``EMBED``, ``FINAL_NORM`` and ``HEAD`` (HF's
+    names), builds them and its blocks with :meth:`_build`, and defines ``_rope() -> (rotary_dim, theta)`` and
+    ``_kv_shape() -> (num_kv_heads, head_dim)``; a family with scaled RoPE overrides :meth:`rope_frequencies`.
+    Other layers reach the parts through ``_embed()``, ``_final_norm()`` and ``_head(x)``.
     """
+
+    EMBED: str
+    FINAL_NORM: str
+    HEAD: str
+
+    def _build(self, cfg: Any, make_block: Callable[[nnx.Rngs], nnx.Module], make_norm: Callable[..., nnx.Module],
+               *, rngs: nnx.Rngs) -> None:
+        """Set ``cfg`` and create, in this order (the order the initialisers draw their keys in): the embedding
+        ``EMBED`` (``nnx.Embed``, N(0, σ²) with σ = ``cfg.initializer_range``), ``cfg.num_hidden_layers`` blocks
+        ``make_block(rngs)`` as ``layers`` (stacked for ``nnx.scan`` with ``cfg.scan_layers``), the final norm
+        ``FINAL_NORM = make_norm(D, rngs=rngs)`` and, unless ``cfg.tie_word_embeddings``, the bias-free head
+        ``HEAD`` (D -> V)."""
+        self.cfg = cfg
+        init = nnx.initializers.normal(cfg.initializer_range)
+        setattr(self, self.EMBED, nnx.Embed(cfg.vocab_size, cfg.hidden_size, dtype=cfg.dtype, param_dtype=cfg.dtype,
+                                            embedding_init=init, rngs=rngs))
+        if cfg.scan_layers:
+            self.layers = make_stacked(make_block, cfg.num_hidden_layers, rngs)
+        else:
+            self.layers = nnx.List([make_block(rngs) for _ in range(cfg.num_hidden_layers)])
+        setattr(self, self.FINAL_NORM, make_norm(cfg.hidden_size, rngs=rngs))
+        if not cfg.tie_word_embeddings:
+            setattr(self, self.HEAD, linear(cfg, cfg.hidden_size, cfg.vocab_size, bias=False, rngs=rngs))
+
+    def _embed(self) -> nnx.Embed:
+        return getattr(self, self.EMBED)
+
+    def _final_norm(self) -> nnx.Module:
+        return getattr(self, self.FINAL_NORM)
+
+    def _head(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S V"]:
+        """The LM head: ``x @ E^T`` with tied embeddings, else the ``HEAD`` linear."""
+        return self._embed().attend(x_BSD) if self.cfg.tie_word_embeddings else getattr(self, self.HEAD)(x_BSD)
 
     def rope_frequencies(self) -> Float[Array, " R2"]:
         """The RoPE inverse frequencies of every call (default ``rope_inv_freq(*self._rope())``)."""

@@ -11,17 +11,12 @@ the original weights were split, not the maths) and dropouts only at 0.
 from __future__ import annotations
 
 import dataclasses
-import typing
 from typing import Any
 
-import jax.numpy as jnp
-
 from cfka_jax import jsonio
-from cfka_jax.models.layers import ATTENTION_IMPLS, ATTENTION_KINDS
+from cfka_jax.models import hf_fields
 
-_IGNORED = ("architectures", "torch_dtype", "dtype", "transformers_version", "use_cache", "_name_or_path",
-            "model_type")
-_NON_HF = ("dtype", "scan_layers", "remat", "attention_kind", "attention_impl")
+_FIXED = {"pretraining_tp": (int, 1), "attention_dropout": (float, 0.0)}
 _LLAMA3_KEYS = {"factor": float, "low_freq_factor": float, "high_freq_factor": float,
                 "original_max_position_embeddings": int}
 _ROPE_HINTS = {"rope_type": str, "type": str, "rope_theta": float, **_LLAMA3_KEYS}
@@ -51,14 +46,13 @@ class Llama3Scaling:
 
 
 @dataclasses.dataclass(frozen=True)
-class LlamaConfig:
+class LlamaConfig(hf_fields.PortFields):
     """Llama hyperparameters; field names follow HF ``config.json``.
 
     ``num_key_value_heads=None`` means K = N (multi-head attention, as HF reads an older Llama-2 config without
     the field); ``head_dim=None`` means D / N. ``attention_bias`` switches the bias of q/k/v *and* o_proj,
-    ``mlp_bias`` that of gate/up/down. ``rope_scaling``: None (default RoPE) or :class:`Llama3Scaling`. Non-HF
-    fields as :class:`~cfka_jax.models.pythia.config.PythiaConfig`: ``dtype``, ``scan_layers``, ``remat``,
-    ``attention_kind``, ``attention_impl``.
+    ``mlp_bias`` that of gate/up/down. ``rope_scaling``: None (default RoPE) or :class:`Llama3Scaling`. The non-HF
+    fields are :class:`~cfka_jax.models.hf_fields.PortFields`.
     """
 
     vocab_size: int
@@ -80,32 +74,12 @@ class LlamaConfig:
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
     pad_token_id: int | None = None
-    dtype: Any = jnp.float32
-    scan_layers: bool = False
-    remat: bool = False
-    attention_kind: str = "softmax"
-    attention_impl: str = "auto"
 
     def __post_init__(self):
-        if self.attention_kind not in ATTENTION_KINDS:
-            raise ValueError(f"attention_kind must be one of {ATTENTION_KINDS}, got {self.attention_kind!r}")
-        if self.attention_impl not in ATTENTION_IMPLS:
-            raise ValueError(f"attention_impl must be one of {ATTENTION_IMPLS}, got {self.attention_impl!r}")
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.kv_heads <= 0 or self.num_attention_heads % self.kv_heads:
-            raise ValueError(f"{self.num_attention_heads} heads not a multiple of {self.kv_heads} KV heads")
-        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} not divisible by {self.num_attention_heads} heads")
-        if self.head_size <= 0 or self.head_size % 2:
-            raise ValueError(f"head dim {self.head_size} must be even and positive for RoPE")
-        if self.hidden_act != "silu":
-            raise ValueError(f"hidden_act must be 'silu', got {self.hidden_act!r}")
+        super().__post_init__()
+        hf_fields.check_gqa(self)
         if self.rope_scaling is not None and not isinstance(self.rope_scaling, Llama3Scaling):
             raise ValueError(f"rope_scaling must be None or a Llama3Scaling, got {self.rope_scaling!r}")
-        if jnp.dtype(self.dtype) not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
-            raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype}")
 
     @property
     def kv_heads(self) -> int:
@@ -117,55 +91,50 @@ class LlamaConfig:
         """H: explicit ``head_dim`` or D / N."""
         return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
 
+    @property
+    def qkv_bias(self) -> bool:
+        """Bias on q/k/v: ``attention_bias``."""
+        return self.attention_bias
+
+    @property
+    def o_bias(self) -> bool:
+        """Bias on o_proj: ``attention_bias``."""
+        return self.attention_bias
+
+    @property
+    def qk_norm(self) -> bool:
+        """Llama has no per-head q/k norms."""
+        return False
+
     @classmethod
     def from_hf_config(cls, d: dict[str, Any], **overrides: Any) -> LlamaConfig:
         """Build from a ``config.json`` dict; ``overrides`` set the non-HF fields (dtype, scan_layers, remat, ...).
 
-        Every field is type-checked against its annotation without conversion (see
-        :meth:`~cfka_jax.models.pythia.config.PythiaConfig.from_hf_config`).
+        Every field is type-checked against its annotation without conversion (``models/hf_fields``).
 
         Raises:
             ValueError: naming every field that is unknown, ill-typed or has an unsupported value.
         """
         d, problems = dict(d), []
-        if d.get("model_type", "llama") != "llama":
-            problems.append(f"model_type={d['model_type']!r} (expected 'llama')")
-        rope, rope_problems = _read_rope(d)
+        model_type = d.pop("model_type", "llama")
+        if model_type != "llama":
+            problems.append(f"model_type={model_type!r} (expected 'llama')")
+        rope, rope_problems = _read_rope(d)  # checked there: passed on with the overrides
         problems += rope_problems
-        for name, hint, ok in (("pretraining_tp", int, 1), ("attention_dropout", float, 0.0)):
-            value = d.pop(name, ok)
-            problem = jsonio.type_problem(value, hint)
-            if problem:
-                problems.append(f"{name} {problem}")
-            elif value != ok:
-                problems.append(f"{name}={value!r} (only {ok!r} is supported)")
-        for name in _IGNORED:
-            d.pop(name, None)
-        fields = {f.name for f in dataclasses.fields(cls)} - set(_NON_HF) - {"rope_scaling"}
-        problems += [f"{k} (unknown field)" for k in sorted(set(d) - fields)]
-        problems += jsonio.field_problems({k: v for k, v in d.items() if k in fields}, typing.get_type_hints(cls))
-        if problems:
-            raise ValueError("unsupported Llama config fields: " + "; ".join(problems))
-        try:
-            return cls(**d, **rope, **overrides)
-        except TypeError as e:  # a required size is missing
-            raise ValueError(f"incomplete Llama config: {e}") from None
+        hf_fields.pop_fixed(d, problems, _FIXED)
+        return hf_fields.build(cls, d, problems, what="Llama", overrides={**rope, **overrides})
 
     def to_hf_config(self) -> dict[str, Any]:
         """The ``config.json`` dict transformers 5 writes for this model (RoPE under ``rope_parameters``)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name in (*_NON_HF, "rope_theta", "rope_scaling"):
-            del d[name]
-        if self.attention_kind == "linear":  # the HF field set; a linear port records its kind
-            d["attention_kind"] = "linear"
+        d = hf_fields.to_hf(self, drop=("rope_theta", "rope_scaling"))
         for name in ("num_key_value_heads", "head_dim"):
             if d[name] is None:
                 del d[name]
         rope: dict[str, Any] = {"rope_type": "default", "rope_theta": float(self.rope_theta)}
         if self.rope_scaling is not None:
             rope.update(rope_type="llama3", **dataclasses.asdict(self.rope_scaling))
-        d.update(model_type="llama", architectures=["LlamaForCausalLM"], dtype=jnp.dtype(self.dtype).name,
-                 rope_parameters=rope, pretraining_tp=1, attention_dropout=0.0)
+        d.update(model_type="llama", architectures=["LlamaForCausalLM"], rope_parameters=rope, pretraining_tp=1,
+                 attention_dropout=0.0)
         return d
 
 

@@ -10,8 +10,7 @@ __all__ = ["FAMILY", "PythiaConfig", "PythiaModel", "export", "load"]
 
 def from_size(size: ModelSize, *, vocab_size: int, **fields) -> PythiaConfig:
     """A from-scratch GPT-NeoX config of ``size`` (no grouped-query attention: ``size.kv_heads`` is not used)."""
-    return PythiaConfig(vocab_size=vocab_size, hidden_size=size.hidden, num_hidden_layers=size.layers,
-                        num_attention_heads=size.heads, intermediate_size=size.intermediate, **fields)
+    return PythiaConfig(vocab_size=vocab_size, **size.hf_sizes(gqa=False), **fields)
 
 
 def traits(cfg: PythiaConfig) -> Traits:
@@ -31,9 +30,9 @@ FAMILY = register(Family(
     export=export,
     from_size=from_size,
     traits=traits,
-    embed="embed_in",
-    head="embed_out",
-    final_norm="final_layer_norm",
+    embed=PythiaModel.EMBED,
+    head=PythiaModel.HEAD,
+    final_norm=PythiaModel.FINAL_NORM,
     lora_targets=("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"),
     param_axes=(
         (r"\['embed_in'\]\['embedding'\]", ("vocab", "embed")),

@@ -20,7 +20,6 @@ import functools
 import re
 from collections.abc import Mapping
 
-import flax.nnx as nnx
 import numpy as np
 
 from cfka_jax.models import hub
@@ -120,27 +119,10 @@ def extras(cfg: PythiaConfig) -> list[hub.Extra]:
 
 
 def load(cfg: PythiaConfig, tensors: Mapping[str, np.ndarray]) -> PythiaModel:
-    """A :class:`PythiaModel` filled from HF tensors.
-
-    Raises:
-        hub.ConversionError: one error listing every unused key, unfilled parameter and shape or dtype mismatch
-            (an integer or boolean tensor for a float parameter is never cast).
-    """
-    abstract = nnx.eval_shape(lambda: PythiaModel(cfg, rngs=nnx.Rngs(0)))
-    return hub.load_into(
-        abstract,
-        tensors,
-        rules(cfg),
-        transforms(cfg),
-        num_layers=cfg.num_hidden_layers,
-        scan=cfg.scan_layers,
-        extras=extras(cfg),
-    )
+    """A :class:`PythiaModel` filled from HF tensors (``hub.load_model``: one error listing every problem)."""
+    return hub.load_model(PythiaModel, cfg, tensors, rules(cfg), transforms(cfg), extras(cfg))
 
 
 def export(model: PythiaModel) -> dict[str, np.ndarray]:
     """HF-named numpy tensors for ``model`` (inverse of :func:`load`)."""
-    cfg = model.cfg
-    return hub.export_from(
-        model, rules(cfg), transforms(cfg), num_layers=cfg.num_hidden_layers, scan=cfg.scan_layers
-    )
+    return hub.export_model(model, rules(model.cfg), transforms(model.cfg))

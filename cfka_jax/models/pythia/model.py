@@ -37,21 +37,14 @@ _ACT = {
 }
 
 
-def _linear(cfg: PythiaConfig, d_in: int, d_out: int, *, bias: bool, rngs: nnx.Rngs) -> nnx.Linear:
-    init = nnx.initializers.normal(cfg.initializer_range)
-    return nnx.Linear(
-        d_in, d_out, use_bias=bias, dtype=cfg.dtype, param_dtype=cfg.dtype, kernel_init=init, rngs=rngs
-    )
-
-
 class PythiaAttention(nnx.Module):
     """Fused-QKV self-attention with partial RoPE."""
 
     def __init__(self, cfg: PythiaConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
         d = cfg.hidden_size
-        self.query_key_value = _linear(cfg, d, 3 * d, bias=cfg.attention_bias, rngs=rngs)
-        self.dense = _linear(cfg, d, d, bias=cfg.attention_bias, rngs=rngs)
+        self.query_key_value = layers.linear(cfg, d, 3 * d, bias=cfg.attention_bias, rngs=rngs)
+        self.dense = layers.linear(cfg, d, d, bias=cfg.attention_bias, rngs=rngs)
 
     def __call__(self, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, kv):
         b, s, d = x_BSD.shape
@@ -68,8 +61,8 @@ class PythiaMLP(nnx.Module):
 
     def __init__(self, cfg: PythiaConfig, *, rngs: nnx.Rngs):
         self.act = cfg.hidden_act
-        self.dense_h_to_4h = _linear(cfg, cfg.hidden_size, cfg.intermediate_size, bias=True, rngs=rngs)
-        self.dense_4h_to_h = _linear(cfg, cfg.intermediate_size, cfg.hidden_size, bias=True, rngs=rngs)
+        self.dense_h_to_4h = layers.linear(cfg, cfg.hidden_size, cfg.intermediate_size, bias=True, rngs=rngs)
+        self.dense_4h_to_h = layers.linear(cfg, cfg.intermediate_size, cfg.hidden_size, bias=True, rngs=rngs)
 
     def __call__(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S D"]:
         x_TD = x_BSD.reshape(-1, x_BSD.shape[-1])  # 2-D projections: plain matmuls in the weight gradients
@@ -100,28 +93,11 @@ class PythiaLayer(nnx.Module):
 class PythiaModel(layers.DecoderLM):
     """GPT-NeoX causal LM: ``embed_in``, ``layers``, ``final_layer_norm``, ``embed_out`` (absent when tied)."""
 
+    EMBED, FINAL_NORM, HEAD = "embed_in", "final_layer_norm", "embed_out"
+
     def __init__(self, cfg: PythiaConfig, *, rngs: nnx.Rngs):
-        self.cfg = cfg
-        init = nnx.initializers.normal(cfg.initializer_range)
-        self.embed_in = nnx.Embed(
-            cfg.vocab_size, cfg.hidden_size, dtype=cfg.dtype, param_dtype=cfg.dtype, embedding_init=init, rngs=rngs
-        )
-        if cfg.scan_layers:
-            self.layers = layers.make_stacked(lambda r: PythiaLayer(cfg, rngs=r), cfg.num_hidden_layers, rngs)
-        else:
-            self.layers = nnx.List([PythiaLayer(cfg, rngs=rngs) for _ in range(cfg.num_hidden_layers)])
-        self.final_layer_norm = layers.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, dtype=cfg.dtype, rngs=rngs)
-        if not cfg.tie_word_embeddings:
-            self.embed_out = _linear(cfg, cfg.hidden_size, cfg.vocab_size, bias=False, rngs=rngs)
-
-    def _head(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S V"]:
-        return self.embed_in.attend(x_BSD) if self.cfg.tie_word_embeddings else self.embed_out(x_BSD)
-
-    def _embed(self):
-        return self.embed_in
-
-    def _final_norm(self):
-        return self.final_layer_norm
+        norm = functools.partial(layers.LayerNorm, eps=cfg.layer_norm_eps, dtype=cfg.dtype)
+        self._build(cfg, lambda r: PythiaLayer(cfg, rngs=r), norm, rngs=rngs)
 
     def _rope(self) -> tuple[int, float]:
         return self.cfg.rotary_dim, self.cfg.rotary_emb_base
