@@ -27,7 +27,7 @@ import os
 from cfka_jax.data import _ckl_templates as T
 from cfka_jax.data.io import iter_jsonl
 from cfka_jax.jsonio import write_text_atomic
-from cfka_jax.values import check_float, check_int
+from cfka_jax.values import check_float, check_int, check_sizes
 
 _STR = ("relation_code", "uuid", "task_descriptive", "task_schematic", "subject", "object", "relation_label",
         "masked_evidence", "evidence")
@@ -173,9 +173,7 @@ class SyntheticCKLConfig:
     seed: int = 7
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            if f.name != "change_relations" and getattr(self, f.name) < 0:
-                raise ValueError(f"{f.name} must be >= 0, got {getattr(self, f.name)}")
+        check_sizes(self, [f.name for f in dataclasses.fields(self) if f.name != "change_relations"], lo=0)
         if self.to_learn > self.to_learn_pool:
             raise ValueError(f"to_learn={self.to_learn} exceeds to_learn_pool={self.to_learn_pool}")
         if self.bios_per_person < 1 or self.name_pool < 1:

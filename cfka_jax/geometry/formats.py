@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfka_jax.shapes import Array, Bool, Float, Int
+from cfka_jax.values import check_sizes
 
 PAD, BOS, EOS = 0, 1, 2
 Q, ANS, P_MARK, R_MARK = 3, 4, 5, 6
@@ -52,8 +53,11 @@ class FormatWorldConfig:
 
     subjects: int = 8
     entities_per_subject: int = 24
+    """Entities of each subject in the old (multiple-choice) task."""
     content_tokens: int = 32
+    """Content tokens: the old task's choices and values, the new task's inputs and answers (>= 4)."""
     new_entities: int = 64
+    """Entities e′ of the new (long-form) task, disjoint from the old task's."""
     new_train: int = 1200
     new_test: int = 200
     input_len: int = 8
@@ -62,10 +66,8 @@ class FormatWorldConfig:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("subjects", "entities_per_subject", "content_tokens", "new_entities", "new_train", "new_test",
-                     "input_len", "answer_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_sizes(self, ("subjects", "entities_per_subject", "content_tokens", "new_entities", "new_train",
+                           "new_test", "input_len", "answer_len"))
         if self.content_tokens < 4:
             raise ValueError(f"content_tokens must be >= 4 (four distinct choices), got {self.content_tokens}")
         if self.subject_weights and (len(self.subject_weights) != self.subjects

@@ -21,6 +21,8 @@ import dataclasses
 
 import numpy as np
 
+from cfka_jax.values import check_sizes
+
 PAD, BOS, EOS, SEP = 0, 1, 2, 3
 SPECIALS = 4
 
@@ -30,20 +32,24 @@ class LanguageConfig:
     """Sizes of the fact world and its languages."""
 
     languages: int = 5
+    """Languages, each with its own block of token ids (>= 2: a query language and a candidate language)."""
     entities: int = 40
     relations: int = 4
+    """Relations per entity: item i is (entity ``i // relations``, relation ``i % relations``)."""
     name_pieces: int = 24
+    """Concepts that entity names are drawn from (names share pieces as words share subwords)."""
     name_len: int = 2
     value_concepts: int = 24
     value_len: int = 2
     parallel: int = 2400
+    """Translation pairs (an item in two different languages) in the pretraining corpus."""
     queries: int = 40
+    """Retrieval queries: distinct items in language 0 (at most ``entities * relations``)."""
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("entities", "relations", "name_pieces", "name_len", "value_concepts", "value_len", "queries"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_sizes(self, ("entities", "relations", "name_pieces", "name_len", "value_concepts", "value_len",
+                           "queries"))
         if self.languages < 2:
             raise ValueError(f"languages must be >= 2 (a query language and a candidate language), got "
                              f"{self.languages}")

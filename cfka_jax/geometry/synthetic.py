@@ -32,6 +32,7 @@ from cfka_jax.models import family
 from cfka_jax.models.family import ModelSize
 from cfka_jax.train.optim import OptimConfig, make_optimizer
 from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.values import check_sizes
 
 PAD, BOS, SEP = 0, 1, 2
 SPECIALS = 3
@@ -45,18 +46,21 @@ class TaskConfig:
     train_per_class: int = 90
     test_per_class: int = 10
     pretrain_classes: int = 10
+    """Further classes of the same generator that :func:`fit` trains the base model on (not benchmark classes)."""
     pretrain_per_class: int = 100
     template_len: int = 8
+    """m, the tokens of a class's instruction template."""
     template_vocab: int = 16
+    """The template vocabulary all classes draw their templates from."""
     input_len: int = 6
+    """n, the content tokens x of an example (and of its transformation f_c(x))."""
     content_tokens: int = 24
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("num_classes", "train_per_class", "test_per_class", "pretrain_classes", "pretrain_per_class",
-                     "template_len", "template_vocab", "input_len", "content_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_sizes(self, ("num_classes", "train_per_class", "test_per_class", "pretrain_classes",
+                           "pretrain_per_class", "template_len", "template_vocab", "input_len",
+                           "content_tokens"))
 
     @property
     def vocab_size(self) -> int:
