@@ -1,7 +1,9 @@
 """Benchmark: peak host memory of a pretrained-model run at the sizes users run, against the state floor.
 
     python bench/memory.py [--shapes pythia-160m qwen2.5-0.5b qwen3-1.7b] [--updates full lora freeze]
-                           [--batch 4] [--seq 256] [--opt-state-dtype float32|bfloat16] [--remat]
+                           [--batch 4] [--seq 256] [--opt-state-dtype float32|bfloat16] [--remat] [--xla]
+
+``--xla`` prints, per shape, XLA's buffer assignment of the full-update train step instead (compiled, not run).
 
 For each shape a random-init HF folder is written first (``config.json`` with the real model's sizes, bf16
 tensors in safetensors shards of <= 1 GB with an index, a small BPE tokenizer; built here from the family's key
@@ -260,6 +262,27 @@ def child(args) -> dict:
             **{f"{k}_s": v for k, v in times.items()}}
 
 
+def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dtype: str) -> dict:
+    """XLA's buffer assignment of the full-update train step (``train/step.make_train_step``, bf16 compute,
+    fp32 masters): argument / output / aliased / temporary bytes, without running the step."""
+    import flax.nnx as nnx
+    import jax.numpy as jnp
+
+    from cfka_jax.models import from_pretrained
+    from cfka_jax.train import step as S
+    from cfka_jax.train.optim import OptimConfig, make_optimizer
+
+    model = from_pretrained(folder, dtype=jnp.bfloat16, remat=remat)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    tx = make_optimizer(OptimConfig(warmup_steps=0, total_steps=1, state_dtype=opt_state_dtype))
+    state = S.init_state(S.master_params(params), tx)
+    tokens = jnp.zeros((batch, seq), jnp.int32)
+    step = S.make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16)
+    m = step.lower(state, {"tokens": tokens, "target_mask": jnp.ones_like(tokens)}).compile().memory_analysis()
+    return {"argument_gib": m.argument_size_in_bytes / GIB, "output_gib": m.output_size_in_bytes / GIB,
+            "alias_gib": m.alias_size_in_bytes / GIB, "temp_gib": m.temp_size_in_bytes / GIB}
+
+
 # ------------------------------------------------------------------------------------------------ the parent
 
 
@@ -280,6 +303,7 @@ def main() -> None:
     ap.add_argument("--folders", default=os.path.join(tempfile.gettempdir(), "cfka_bench_memory"),
                     help="where the random-init model folders are written (reused)")
     ap.add_argument("--big-free-gib", type=float, default=14.0)
+    ap.add_argument("--xla", action="store_true", help="only XLA's buffer sizes of the full-update step per shape")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--shape", help=argparse.SUPPRESS)
     ap.add_argument("--update", help=argparse.SUPPRESS)
@@ -295,6 +319,12 @@ def main() -> None:
             continue
         folder = pathlib.Path(args.folders) / shape
         build_in_child(shape, folder)
+        if args.xla:
+            row = {"shape": shape, "remat": args.remat, **xla_analysis(str(folder), batch=args.batch, seq=args.seq,
+                   remat=args.remat, opt_state_dtype=args.opt_state_dtype)}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            continue
         for update in args.updates:
             cmd = [sys.executable, __file__, "--child", "--shape", shape, "--update", update, "--folder", str(folder),
                    "--batch", str(args.batch), "--seq", str(args.seq), "--opt-state-dtype", args.opt_state_dtype]
