@@ -9,8 +9,9 @@ last batch is filled by wrapping around, as the reference's sampler pads 500 doc
 TemporalWiki: θ is carried across periods, each period gets a fresh optimiser and ``epochs`` (1) epochs over its
 stream; the changed and unchanged probes are scored (object NLL, lower is better) before and after each period.
 
-The step is one jitted pure function of the trainable pytree (convention 6): forward with an explicit dropout
-key, the method's ``loss_fn``, the optimiser (``train.step.optimizer_update``), a finite guard.
+The step is the engine's one step builder (``train.step.make_train_step``, convention 6) with θ's forward as its
+objective: an explicit dropout key, the method's ``loss_fn``, the optimiser, the finite guard; each epoch runs
+through the one loop (``train.loop.run_loop``, in memory).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from cfka_jax.continual.ckl_methods import Method, Theta, method_loss, method_tx
 from cfka_jax.continual.kadapter import KAdapterConfig
 from cfka_jax.data.ckl_encode import Encoded, pad_batch
 from cfka_jax.eval.knowledge_probes import ckl_summary, evaluate_probes, make_probe_scorer
-from cfka_jax.train.step import TrainState, all_finite, init_state, optimizer_update
+from cfka_jax.train.loop import LoopConfig, NonFiniteError, run_loop
+from cfka_jax.train.step import init_state, make_train_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,20 +93,14 @@ def _concat(a: dict, b: dict) -> dict:
 
 
 def make_step(theta: Theta, loss_fn: Callable, tx: optax.GradientTransformation):
-    """Jitted ``step(state, frozen, batch, key) -> (state, metrics)`` over θ's trainable pytree."""
+    """Jitted ``step(state, frozen, batch, key) -> (state, metrics)`` over θ's trainable pytree: the engine's
+    ``make_train_step`` with θ's forward as its objective (``loss``, ``targets``, ``grad_norm``, ``finite``)."""
 
-    def step(state: TrainState, frozen, batch: dict, key):
-        def objective(train):
-            return loss_fn(theta.logits(train, frozen, batch, key), batch)
+    def objective(train, frozen, batch: dict, key):
+        loss, count = loss_fn(theta.logits(train, frozen, batch, key), batch)
+        return loss, {"loss": loss, "targets": count}
 
-        (loss, count), grads = jax.value_and_grad(objective, has_aux=True)(state.params)
-        updates, opt_state = optimizer_update(tx, grads, state.opt_state, state.params)
-        new = TrainState(optax.apply_updates(state.params, updates), opt_state, state.step + 1)
-        finite = jnp.isfinite(loss) & all_finite(grads) & all_finite(new.params)
-        kept = jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, state)
-        return kept, {"loss": loss, "targets": count, "finite": finite}
-
-    return jax.jit(step, donate_argnums=(0,))
+    return make_train_step(None, None, tx, objective=objective)
 
 
 class Trainer:
@@ -141,17 +137,26 @@ class Trainer:
                 for a, b in zip(train_rows, review_rows)]  # zipped loaders: the shorter one ends the epoch
 
     def train_epoch(self, stream: Stream, review: Stream | None, epoch: int) -> float:
-        losses = []
-        for batch in self.batches(stream, review, epoch):
-            batch = {k: self.put(v) for k, v in batch.items()}
+        """One epoch through ``train/loop.run_loop`` (in memory: no folder, the finite flag checked one step
+        late); the mean training loss."""
+        batches, losses = self.batches(stream, review, epoch), []
+
+        def batch_at(t: int):
+            batch = {k: self.put(v) for k, v in batches[t].items()}
             batch = with_token_weights(self.method, batch, batch.pop("phi_weights"))
             if self.ref_nll is not None:
                 batch["ref_nll"] = self.ref_nll(batch)
             self.key, sub = jax.random.split(self.key)
-            self.state, m = self.step(self.state, self.theta.frozen, batch, sub if self.cfg.dropout else None)
-            if not bool(m["finite"]):
-                raise FloatingPointError(f"{self.method.name}: non-finite loss or update at epoch {epoch}")
-            losses.append(float(m["loss"]))
+            return batch, sub if self.cfg.dropout else None
+
+        step = lambda state, inputs: self.step(state, self.theta.frozen, *inputs)  # noqa: E731
+        if batches:
+            try:
+                self.state = run_loop(self.state, step, batch_at, cfg=LoopConfig(steps=len(batches), log_every=len(
+                    batches), progress=False), on_metrics=lambda done, m: losses.append(float(m["loss"]))).state
+            except NonFiniteError as err:
+                raise FloatingPointError(f"{self.method.name}: non-finite loss or update at epoch {epoch} "
+                                         f"({err})") from err
         return float(np.mean(losses)) if losses else float("nan")
 
     def score(self, probes: dict[str, Encoded]) -> dict:

@@ -4,7 +4,8 @@
   keyed by target position) are the value tokens of chosen attributes — the "response tokens" of the Biography
   tasks (spec §2 label masking: forgetting and plasticity score response tokens only).
 * :func:`sft_curve`: fine-tune a parameter set on one task for a fixed number of AdamW steps (the engine's jitted
-  step, rebuilt only when the architecture changes) and record the probe loss before (``step0_eval``) and after;
+  step, rebuilt only when the architecture changes, run by the engine's loop ``train.loop.run_loop`` in memory: a
+  non-finite step stops the curve) and record the probe loss before (``step0_eval``) and after;
   ``plast = L_probe(step0) − L_probe(final)`` (project scalar, §7.3), also the minimum-loss variant.
 * :func:`drop_gain` pools points (task D, checkpoint c ≠ base): ``ΔR(D, c) = (R_D(base) − R_D(c)) / R_D(base)``
   against ``gain(D, c) = L_final(c, none) − L_final(c, reset)``, and returns the Spearman ρ with its p-value and n.
@@ -22,6 +23,7 @@ import numpy as np
 from cfka_jax.geometry.stats import corr_pvalue, spearman
 from cfka_jax.train.losses import masked_mean_nll
 from cfka_jax.train.optim import OptimConfig, make_optimizer
+from cfka_jax.train.loop import LoopConfig, run_loop
 from cfka_jax.train.step import init_state, make_train_step
 
 
@@ -85,10 +87,10 @@ class Trainer:
         step, loss_fn = self._fns(graphdef, rest)
         state = init_state(jax.tree.map(jnp.copy, params), self.tx)
         losses = [self.probe(loss_fn, state.params, probe)]
-        for t in range(self.cfg.steps):
-            state, _ = step(state, train[t % len(train)])
-            if (t + 1) % max(1, self.cfg.steps // 4) == 0 or t + 1 == self.cfg.steps:
-                losses.append(self.probe(loss_fn, state.params, probe))
+        every = max(1, self.cfg.steps // 4)
+        run_loop(state, step, lambda t: train[t % len(train)], cfg=LoopConfig(steps=self.cfg.steps, log_every=max(
+            1, self.cfg.steps), progress=False), state_at=lambda done: done % every == 0 or done == self.cfg.steps,
+                 on_state=lambda done, s: losses.append(self.probe(loss_fn, s.params, probe)))
         return {"L0": losses[0], "L_final": losses[-1], "L_min": min(losses), "plast": losses[0] - losses[-1],
                 "plast_min": losses[0] - min(losses), "curve": losses}
 

@@ -12,7 +12,10 @@ What the ensemble leaves out is evaluation, run folders and checkpoints: results
 :func:`save_ensemble` / :func:`load_ensemble` keep the final parameters. ``shared`` streams feed every member the
 batches of ``seeds[0]`` (the seeds then differ only in their initialisation).
 
-``mode`` picks the form of the one jitted step (``train/ensemble.make_ensemble_step``): ``vmap`` (batched kernels;
+The members train through the engine's one step builder (``train.step.make_train_step(..., ensemble=mode)``) and
+its one loop (``train.loop.run_loop``, in memory, ``stop_on_nonfinite=False``: a member whose step is not finite
+keeps its own last good state and the count per member is reported in ``nonfinite``; one diverged seed does not
+stop the others). ``mode`` picks the form of the one jitted step: ``vmap`` (batched kernels;
 sharded over devices when several exist), ``map`` (the members in turn inside the program, with the lone step's
 unbatched kernels), or ``auto`` — ``map`` on CPU, ``vmap`` on accelerators. Both match lone runs to float32
 rounding (``tests/train/test_ensemble.py``).
@@ -43,9 +46,11 @@ from cfka_jax.runs.biography import build_model
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, Schedule, lookup, override
 from cfka_jax.runs.specs import ARCHS
 from cfka_jax.train.checkpoint import CheckpointDir, restore, save
-from cfka_jax.train.ensemble import (ENSEMBLE_MODES, init_ensemble, make_ensemble_step, member, member_sharding,
-                                     shard_members, split_members, stack_members)
+from cfka_jax.train.ensemble import (ENSEMBLE_MODES, init_ensemble, member, member_sharding, shard_members,
+                                     split_members, stack_members)
+from cfka_jax.train.loop import LoopConfig, run_loop
 from cfka_jax.train.optim import make_optimizer
+from cfka_jax.train.step import make_train_step
 
 STREAMS = ("per_seed", "shared")
 
@@ -178,7 +183,7 @@ def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, 
     sched: Schedule = getattr(spec.scale, phase)
     docs = bundle.splits[f"{phase}_train"].docs()
     tx = make_optimizer(sched.optim())
-    step = make_ensemble_step(graphdef, rest, tx, shared_batch=spec.streams == "shared", mode=spec.step_mode)
+    step = make_train_step(graphdef, rest, tx, ensemble=spec.step_mode, shared_batch=spec.streams == "shared")
     params_E = jax.tree.map(jnp.copy, params_E)  # the step donates its state; the caller's arrays stay valid
     sharding = member_sharding(len(spec.seeds)) if spec.step_mode == "vmap" else None
     state = shard_members(init_ensemble(params_E, tx), sharding)
@@ -188,23 +193,32 @@ def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, 
     if start:
         log(f"[{phase} {spec.attention} ×{len(spec.seeds)}] resumed at step {start} from {ckpt.directory}")
     t0 = time.perf_counter() - before
-    for t in range(start, sched.steps):
-        batch = batchers[0](t) if spec.streams == "shared" else stack_members([b(t) for b in batchers])
-        state, metrics = step(state, batch)
-        nonfinite += ~np.asarray(metrics["finite"])
-        if (t + 1) % spec.log_every == 0 or t + 1 == sched.steps:
-            logged.append(t + 1)
+    tag = f"[{phase} {spec.attention} ×{len(spec.seeds)}]"
+
+    def batch_at(t: int):
+        return batchers[0](t) if spec.streams == "shared" else stack_members([b(t) for b in batchers])
+
+    def on_metrics(done: int, metrics: dict):
+        nonfinite[:] += ~np.asarray(metrics["finite"])
+        if done % spec.log_every == 0 or done == sched.steps:
+            logged.append(done)
             losses.append(np.asarray(metrics["loss"]))
-            log(f"[{phase} {spec.attention} ×{len(spec.seeds)}] step {t + 1}/{sched.steps} loss "
-                f"{losses[-1].mean():.3f} ({time.perf_counter() - t0:.0f}s)")
-        if ckpt is not None and (t + 1) % ckpt_every == 0 and t + 1 < sched.steps:
-            _write_json(ckpt.directory / f"progress-{t + 1}.json",
-                        {"steps": logged, "losses": [x.tolist() for x in losses], "nonfinite": nonfinite.tolist(),
-                         "seconds": time.perf_counter() - t0})
-            ckpt.save(t + 1, state)
-            for old in ckpt.directory.glob("progress-*.json"):
-                if int(old.stem.split("-")[1]) not in ckpt.steps():
-                    old.unlink()
+            log(f"{tag} step {done}/{sched.steps} loss {losses[-1].mean():.3f} ({time.perf_counter() - t0:.0f}s)")
+
+    def on_state(done: int, state):
+        _write_json(ckpt.directory / f"progress-{done}.json",
+                    {"steps": logged, "losses": [x.tolist() for x in losses], "nonfinite": nonfinite.tolist(),
+                     "seconds": time.perf_counter() - t0})
+        ckpt.save(done, state)
+        for old in ckpt.directory.glob("progress-*.json"):
+            if int(old.stem.split("-")[1]) not in ckpt.steps():
+                old.unlink()
+
+    state = run_loop(state, step, batch_at, cfg=LoopConfig(steps=sched.steps, log_every=spec.log_every,
+                                                           progress=False),
+                     start=start, stop_on_nonfinite=False, on_metrics=on_metrics, on_state=on_state,
+                     state_at=(lambda done: done % ckpt_every == 0 and done < sched.steps) if ckpt is not None
+                     else None).state
     return EnsembleResult(spec, phase, graphdef, rest, state.params, np.asarray(logged), np.stack(losses),
                           nonfinite, time.perf_counter() - t0)
 

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 
 from cfka_jax.continual.taalm.adamw import AdamWConfig, AdamWState, adamw_init, adamw_step, sgd_step
 from cfka_jax.continual.taalm.twppl import object_nll, twppl
+from cfka_jax.train.step import make_train_step
 
 INNER_FORMS = ("adamw2_ref", "sgd1_paper")
 OUTER_OBJECTIVES = ("object", "whole")
@@ -205,16 +206,15 @@ def init_meta_state(phi) -> MetaState:
 
 def make_meta_step(fns: ModelFns, cfg: MetaConfig, outer: AdamWConfig = AdamWConfig(), *, donate: bool = True):
     """Jitted ``step(state, ops, pairs, key) -> (state, metrics)``: the meta-batch gradient, one outer AdamW
-    step on φ. A non-finite loss, gradient or update keeps the previous state (``finite = False``)."""
+    step on φ — the engine's ``make_train_step`` with this gradient (``value_and_grad``) and this AdamW
+    (``update``). A non-finite loss, gradient, update or optimiser moment keeps the previous state
+    (``finite = False``). Metrics: ``outer_loss``, ``w_object``, ``w_other``, ``grad_norm``, ``finite``."""
 
-    def step(state: MetaState, ops: Operands, pairs: dict, key):
-        loss, aux, g = meta_batch_grad(state.phi, ops, pairs, fns, cfg, key if cfg.dropout else None)
-        phi, opt = adamw_step(state.phi, g, state.opt, outer)
-        gnorm = jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree.leaves(g)))
-        finite = jnp.isfinite(loss) & jnp.isfinite(gnorm)
-        finite = finite & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(phi)]))
-        new = MetaState(phi, opt, state.step + 1)
-        kept = jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, state)
-        return kept, {"outer_loss": loss, "grad_norm": gnorm, "finite": finite, **aux}
+    def value_and_grad(phi, ops: Operands, pairs: dict, key):
+        loss, aux, g = meta_batch_grad(phi, ops, pairs, fns, cfg, key if cfg.dropout else None)
+        return (loss, {"outer_loss": loss, **aux}), g
 
-    return jax.jit(step, donate_argnums=(0,) if donate else ())
+    def update(g, opt: AdamWState, phi):
+        return adamw_step(phi, g, opt, outer)
+
+    return make_train_step(None, None, None, value_and_grad=value_and_grad, update=update, donate=donate)

@@ -4,7 +4,8 @@
 Pairs: D = the evidence (``evidence`` / TemporalWiki ``text``), T_D = the schematic probe with its object mask
 (``data.ckl_encode``). ``val_size`` pairs are held out (seeded); the rest is reshuffled every epoch and cut into
 meta-batches of ``meta_batch`` pairs (a short remainder is dropped); one outer AdamW step per meta-batch
-(``meta.make_meta_step``). ``skip_first`` reproduces the reference's skipped first meta-batch (quirk #22).
+(``meta.make_meta_step``), run by the engine's one loop (``train.loop.run_loop``, in memory; a non-finite meta-step
+stops the run with ``NonFiniteError`` naming the step). ``skip_first`` reproduces the reference's skipped first meta-batch (quirk #22).
 
 TA validation (``ta_eval.py`` L76–160), at step 0 and every ``val_every`` steps: θ reset to θ0, trained for
 ``val_epochs`` epochs on the validation D (batch ``val_batch``, ``val_accum`` micro-batches per update, torch
@@ -26,6 +27,7 @@ from cfka_jax.continual.taalm.meta import MetaConfig, ModelFns, Operands, init_m
 from cfka_jax.continual.taalm.twppl import known_mask, twppl
 from cfka_jax.data.ckl_encode import Encoded, pad_batch
 from cfka_jax.eval.knowledge_probes import probe_scores
+from cfka_jax.train.loop import LoopConfig, run_loop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,15 +180,27 @@ def meta_train(fns: ModelFns, phi, ops: Operands, pairs: PairSet, cfg: MetaTrain
     if validate is not None:
         check(0)
     bar = tqdm(total=total, desc="meta-train φ", disable=not progress)
-    for step, rows in enumerate(_meta_batches(train_rows, cfg, total), start=1):
+    batches = _meta_batches(train_rows, cfg, total)
+
+    def batch_at(t: int):
+        nonlocal key
         key, sub = jax.random.split(key)
-        state, m = step_fn(state, ops, pairs.arrays(rows), sub)
+        return pairs.arrays(next(batches)), sub
+
+    def on_metrics(step: int, m: dict):
         history.append({"step": step, **{k: float(v) for k, v in jax.device_get(m).items()}})
         bar.update(1)
         bar.set_postfix(loss=f"{history[-1]['outer_loss']:.3f}", w_obj=f"{history[-1]['w_object']:.3f}",
                         w_other=f"{history[-1]['w_other']:.3f}")
-        if validate is not None and step % cfg.val_every == 0:
-            check(step)
+
+    def on_state(step: int, s):
+        nonlocal state
+        state = s
+        check(step)
+
+    state = run_loop(state, lambda s, b: step_fn(s, ops, *b), batch_at, cfg=LoopConfig(
+        steps=total, log_every=max(total, 1), progress=False), on_metrics=on_metrics, on_state=on_state,
+        state_at=(lambda step: step % cfg.val_every == 0) if validate is not None else None).state
     bar.close()
     if validate is None:
         best_phi, best = state.phi, {"step": len(history)}
