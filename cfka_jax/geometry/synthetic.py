@@ -30,6 +30,7 @@ from flax import nnx
 
 from cfka_jax.models import family
 from cfka_jax.models.family import ModelSize
+from cfka_jax.train.loop import LoopConfig, run_loop
 from cfka_jax.train.optim import OptimConfig, make_optimizer
 from cfka_jax.train.step import init_state, make_train_step
 from cfka_jax.values import check_sizes
@@ -193,9 +194,10 @@ def make_finetuner(graphdef, rest, *, steps: int, batch_size: int = 32, lr: floa
     """``run(params, tokens, mask, seed, callback=None, callback_steps=()) -> (state, losses)``: ``steps`` AdamW
     steps (:func:`optim_config`) on token rows and their ``target_mask``, one compiled step shared by every call.
 
-    ``params`` are copied (the step donates its buffers); ``callback(state, step)`` runs before the first step when
-    0 is in ``callback_steps`` and after every step listed there (the state's optimiser moments included; do not
-    keep references across steps, they are donated).
+    ``params`` are copied (the step donates its buffers); the steps run in the engine's loop
+    (``train.loop.run_loop``, in memory: a non-finite step stops the fine-tune); ``callback(state, step)`` runs
+    before the first step when 0 is in ``callback_steps`` and after every step listed there (the state's optimiser
+    moments included; do not keep references across steps, they are donated).
     """
     tx = make_optimizer(optim_config(steps, lr))
     step = make_train_step(graphdef, rest, tx) if loss_fn is None else make_train_step(graphdef, rest, tx,
@@ -208,13 +210,15 @@ def make_finetuner(graphdef, rest, *, steps: int, batch_size: int = 32, lr: floa
         if callback is not None and 0 in at:
             callback(state, 0)
         losses = []
-        for t in range(1, steps + 1):
+
+        def batch_at(t: int) -> dict:  # drawn in step order from Random(seed)
             idx = rng.choice(len(tokens), size=min(batch_size, len(tokens)), replace=False)
-            state, metrics = step(state, {"tokens": jnp.asarray(tokens[idx]),
-                                          "target_mask": jnp.asarray(mask[idx])})
-            losses.append(float(metrics["loss"]))
-            if callback is not None and t in at:
-                callback(state, t)
+            return {"tokens": jnp.asarray(tokens[idx]), "target_mask": jnp.asarray(mask[idx])}
+
+        state = run_loop(state, step, batch_at, cfg=LoopConfig(steps=steps, log_every=max(steps, 1), progress=False),
+                         on_metrics=lambda t, m: losses.append(float(m["loss"])),
+                         on_state=lambda t, s: callback(s, t),
+                         state_at=(lambda t: t in at) if callback is not None else None).state
         return state, losses
 
     return run
