@@ -19,6 +19,10 @@ the selection rule (default faithful, quirk #9).
 
 Every method starts from the same θ0: the PT model with fresh LoRA adapters (fixed seed, B = 0), or for
 K-Adapter the PT model with fresh adapter blocks.
+
+These names are components of the one method registry (``runs/method.py``; ``resolve(name, "ckl").ckl()`` is
+the :class:`Method` that :meth:`Method.parse` returns, tested for every table name); :class:`Method` is the record
+of switches the CKL protocols (``continual/ckl``) read.
 """
 
 from __future__ import annotations

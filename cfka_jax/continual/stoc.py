@@ -49,9 +49,19 @@ SCORE_NORMS = ("j_plus_1", "n_queries")
 SNIPPET_RULES = ("token_argmax", "window_sum")
 
 
-def mean_attention(attentions: tuple[Float[Array, "B N S T"], ...]) -> Float[Array, "B S T"]:
-    """Ā: the post-softmax attention averaged uniformly over layers and query heads."""
-    return jnp.mean(jnp.stack([a.astype(jnp.float32) for a in attentions]), axis=(0, 2))
+def mean_attention(attentions: tuple[Float[Array, "B N S T"], ...], *, per_layer: bool = False,
+                   magnitude: bool = False) -> Float[Array, "B S T"] | Float[Array, "L B S T"]:
+    """Ā = mean_{l,n} A^{l,n}: the attention maps (one ``B N S T`` array per layer) averaged uniformly over layers
+    and query heads, in float32: STOC's map, and the one mean-attention of the package.
+
+    ``per_layer``: Ā^l = mean_n A^{l,n}, stacked over layers (``L B S T``; ``lm_theory/attention``);
+    ``magnitude``: average |A| instead of A (a linear-attention head's sign is not identifiable; the identity on
+    post-softmax weights).
+    """
+    f = (lambda a: jnp.abs(a.astype(jnp.float32))) if magnitude else (lambda a: a.astype(jnp.float32))  # noqa: E731
+    if per_layer:
+        return jnp.stack([jnp.mean(f(a), axis=1) for a in attentions])
+    return jnp.mean(jnp.stack([f(a) for a in attentions]), axis=(0, 2))
 
 
 def token_scores(abar_BST: Float[Array, "B S T"], lengths_B: Int[Array, " B"], norm: str) -> Float[Array, "B T"]:

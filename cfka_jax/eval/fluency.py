@@ -32,6 +32,7 @@ from cfka_jax.eval.batches import Block, row_blocks, take
 from cfka_jax.eval.sets import named_sets
 from cfka_jax.data.packing import pack
 from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.train.losses import gold_log_probs, shifted_log_softmax
 from cfka_jax.train.step import make_eval_logits
 
 MODES = ("packed", "per_example")
@@ -123,8 +124,7 @@ def soft_token_sums(logits_BSV: Float[Array, "B S V"], tokens_BS: Int[Array, "B 
     """(Σ softmax(logits[b, s − 1])[tokens[b, s]] over masked s ≥ 1, number of masked s ≥ 1), in float32.
 
     Unmasked positions contribute exactly 0 even when their logits are not finite (padding rows)."""
-    logp = jax.nn.log_softmax(logits_BSV[:, :-1].astype(jnp.float32), axis=-1)
-    gold = jnp.take_along_axis(logp, tokens_BS[:, 1:, None], axis=-1)[..., 0]
+    gold = gold_log_probs(shifted_log_softmax(logits_BSV), tokens_BS)
     keep = mask_BS[:, 1:] > 0
     return jnp.sum(jnp.where(keep, jnp.exp(gold), 0.0)), jnp.sum(keep.astype(jnp.float32))
 

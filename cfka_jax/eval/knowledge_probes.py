@@ -24,6 +24,7 @@ import numpy as np
 from cfka_jax.data.ckl_encode import Encoded, pad_batch
 from cfka_jax.eval.batches import row_blocks
 from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.train.losses import gold_log_probs, shifted_log_softmax
 
 
 def probe_scores(
@@ -31,9 +32,9 @@ def probe_scores(
 ) -> tuple[Float[Array, " B"], Float[Array, " B"], Float[Array, " B"]]:
     """Per-example (object accuracy, object NLL, number of object tokens); token-space mask, column 0 ignored."""
     y = object_mask_BS[:, 1:].astype(jnp.float32)
-    logp = jax.nn.log_softmax(logits_BSV[:, :-1].astype(jnp.float32), axis=-1)
+    logp = shifted_log_softmax(logits_BSV)
     target = tokens_BS[:, 1:]
-    nll = -jnp.take_along_axis(logp, target[..., None], axis=-1)[..., 0]
+    nll = -gold_log_probs(logp, tokens_BS)
     correct = (jnp.argmax(logp, axis=-1).astype(target.dtype) == target).astype(jnp.float32)
     n = jnp.sum(y, axis=1)
     denom = jnp.maximum(n, 1.0)

@@ -27,7 +27,7 @@ import numpy as np
 
 from cfka_jax.geometry.force import BANDS, band_counts, energy_from_logprobs
 from cfka_jax.shapes import Array, Float
-from cfka_jax.train.losses import masked_mean_nll, next_token_nll
+from cfka_jax.train.losses import gold_log_probs, masked_mean_nll, next_token_nll, shifted_log_softmax
 
 NORMALIZE = ("all", "kept")
 SOURCES = ("current", "base")
@@ -56,7 +56,7 @@ def token_energy(logits_BSV: Float[Array, "B S V"], batch: dict, cfg: EnergyMask
     """E of targets 1..S−1 (detached): from these logits, or ``batch['base_energy'][:, 1:]``."""
     if cfg.energy_source == "base":
         return jax.lax.stop_gradient(batch["base_energy"][:, 1:].astype(jnp.float32))
-    lp = jax.nn.log_softmax(jax.lax.stop_gradient(logits_BSV[:, :-1]).astype(jnp.float32), axis=-1)
+    lp = shifted_log_softmax(jax.lax.stop_gradient(logits_BSV))
     return energy_from_logprobs(lp, batch["tokens"][:, 1:])
 
 
@@ -89,9 +89,9 @@ def energy_stats(logits_BSV: Float[Array, "B S V"], batch: dict, cfg: EnergyMask
     sup = batch["target_mask"][:, 1:].astype(jnp.float32)
     n = jnp.maximum(jnp.sum(sup), 1.0)
     masked = sup * (e >= cfg.tau).astype(jnp.float32)
-    lp = jax.nn.log_softmax(jax.lax.stop_gradient(logits_BSV[:, :-1]).astype(jnp.float32), axis=-1)
+    lp = shifted_log_softmax(jax.lax.stop_gradient(logits_BSV))
     entropy = -jnp.sum(jnp.exp(lp) * lp, axis=-1)
-    nll = -jnp.take_along_axis(lp, batch["tokens"][:, 1:, None], axis=-1)[..., 0]
+    nll = -gold_log_probs(lp, batch["tokens"])
     out = {"masked_fraction": jnp.sum(masked) / n, "energy_mean": jnp.sum(sup * e) / n,
            "entropy_mean": jnp.sum(sup * entropy) / n, "aop_kl_mean": jnp.sum(sup * nll) / n}
     out.update({f"band_{k}": v for k, v in band_counts(e.ravel(), sup.ravel()).items()})

@@ -15,63 +15,9 @@ import math
 
 import numpy as np
 
-
-def rankdata(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..n with ties given their average rank."""
-    x = np.asarray(x, np.float64)
-    order = np.argsort(x, kind="mergesort")
-    sx = x[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sx)) + 1]
-    ends = np.r_[starts[1:], len(x)]
-    ranks = np.empty(len(x))
-    for s, e in zip(starts, ends):
-        ranks[order[s:e]] = 0.5 * (s + e - 1) + 1.0
-    return ranks
-
-
-def pearson(x, y) -> float:
-    x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
-    xc, yc = x - x.mean(), y - y.mean()
-    den = math.sqrt(float(xc @ xc) * float(yc @ yc))
-    return float(xc @ yc) / den if den > 0 else float("nan")
-
-
-def spearman(x, y) -> float:
-    return pearson(rankdata(np.ravel(x)), rankdata(np.ravel(y)))
-
-
-def corr_pvalue(r: float, n: int) -> float:
-    """Two-sided p-value of a correlation r over n points (t test, n − 2 degrees of freedom)."""
-    if n < 3 or not np.isfinite(r):
-        return float("nan")
-    if abs(r) >= 1.0:
-        return 0.0
-    df = n - 2
-    t2 = r * r * df / (1.0 - r * r)
-    return _betainc(df / 2.0, 0.5, df / (df + t2))
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b) by Lentz's continued fraction (Numerical Recipes §6.4)."""
-    if x <= 0.0 or x >= 1.0:
-        return 0.0 if x <= 0.0 else 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x > (a + 1.0) / (a + b + 2.0):
-        return 1.0 - _betainc(b, a, 1.0 - x)
-    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    f = d
-    for m in range(1, 500):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            f *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return front * f / a
+from cfka_jax.theory.stats import corr_pvalue, rankdata  # noqa: F401 (re-exported)
+from cfka_jax.theory.stats import pearson64 as pearson
+from cfka_jax.theory.stats import spearman64 as spearman
 
 
 def sign_agreement(x, y) -> float:

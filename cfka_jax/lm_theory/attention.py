@@ -24,25 +24,27 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from cfka_jax.continual.stoc import mean_attention
 from cfka_jax.data.packing import Packed
 from cfka_jax.eval.batches import row_blocks
 from cfka_jax.shapes import Array, Float, Int
 
 
 def layer_attention(attentions: tuple[Float[Array, "B N S T"], ...]) -> Float[Array, "L B S T"]:
-    """Ā^l: the magnitude of the attention weights averaged over query heads, per layer."""
-    return jnp.stack([jnp.mean(jnp.abs(a.astype(jnp.float32)), axis=1) for a in attentions])
+    """Ā^l: the magnitude of the attention weights averaged over query heads, per layer
+    (``continual/stoc.mean_attention`` per layer, of |A|)."""
+    return mean_attention(attentions, per_layer=True, magnitude=True)
 
 
-def type_mass(abar_LBST: Float[Array, "L B S T"], tokens_BS: Int[Array, "B S"], ex_b: Int[Array, " K"],
-              ex_q: Int[Array, " K"], ex_start: Int[Array, " K"], ex_valid: Array, *,
+def type_mass(abar_LBST: Float[Array, "L B S T"], tokens_BS: Int[Array, "B S"], ex_b: Int[Array, " E"],
+              ex_q: Int[Array, " E"], ex_start: Int[Array, " E"], ex_valid: Array, *,
               num_tokens: int) -> Float[Array, "L M"]:
     """Σ over the valid examples k and their context positions t of Ā^l[b_k, q_k, t], summed per token type."""
     t_T = jnp.arange(tokens_BS.shape[1])
-    keep_KT = (t_T[None, :] >= ex_start[:, None]) & (t_T[None, :] <= ex_q[:, None]) & ex_valid[:, None]
-    rows_LKT = abar_LBST[:, ex_b, ex_q, :]
+    keep_ET = (t_T[None, :] >= ex_start[:, None]) & (t_T[None, :] <= ex_q[:, None]) & ex_valid[:, None]
+    rows_LET = abar_LBST[:, ex_b, ex_q, :]
     ids = tokens_BS[ex_b].reshape(-1)
-    vals_LX = jnp.where(keep_KT[None], rows_LKT, 0.0).reshape(rows_LKT.shape[0], -1)
+    vals_LX = jnp.where(keep_ET[None], rows_LET, 0.0).reshape(rows_LET.shape[0], -1)
     return jax.vmap(lambda v: jax.ops.segment_sum(v, ids, num_segments=num_tokens))(vals_LX)
 
 
@@ -77,7 +79,7 @@ def attention_mass(graphdef, params, rest, packed: Packed, ex_chunk: np.ndarray,
     Args:
       graphdef, params, rest: the port (``nnx.split(model, nnx.Param, ...)``).
       packed: the packed corpus the examples point into.
-      ex_chunk, ex_query, ex_start: int (K,) chunk, query position and context start of every example.
+      ex_chunk, ex_query, ex_start: int (E,) chunk, query position and context start of every example.
       num_tokens: M, the vocabulary size.
       batch_size: chunks per forward pass.
     """

@@ -36,7 +36,7 @@ SLOTS = ("name", "relation", "template", "object", "other")
 
 @dataclasses.dataclass(frozen=True)
 class Examples:
-    """Object occurrences of one packed split (module docstring); int arrays of length K.
+    """Object occurrences of one packed split (module docstring); int arrays of length E.
 
     Attributes:
       chunk, query, start: chunk, query position and context start of each example.
@@ -56,7 +56,7 @@ class Examples:
         return [tokens_BS[c, s:q + 1] for c, s, q in zip(self.chunk, self.start, self.query)]
 
     def facts(self) -> np.ndarray:
-        """(K, 2) fact key (person id, attribute) of each example."""
+        """(E, 2) fact key (person id, attribute) of each example."""
         return np.stack([self.pid, self.attr], axis=1)
 
 
@@ -157,7 +157,7 @@ def sentence_start(idx_A: np.ndarray, idx2_A: np.ndarray, attr: int) -> int:
 
 def fact_starts(bundle: DataBundle, split: str, ex: Examples) -> np.ndarray:
     """Chunk position where each example's fact span begins (:func:`sentence_start`), cut at the chunk start like
-    the context; int64 (K,). The span fact … query of example k is its sentence up to the value."""
+    the context; int64 (E,). The span fact … query of example k is its sentence up to the value."""
     packed, _ = packed_split(bundle, split)
     tok = bundle.splits[split]
     sent = np.array([sentence_start(tok.idx[d], tok.idx2[d], a) for d, a in zip(ex.doc, ex.attr)], np.int64)

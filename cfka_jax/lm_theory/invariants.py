@@ -7,11 +7,11 @@ parameter blocks A and B, then under gradient flow θ̇ = −η ∇ℓ with a le
 
 for every generator of the group (the matrix form for GL(n), one scalar per independent scaling). This is
 ``theory/conservation.py``'s c_s = z_s²/η_Z − ‖y_s‖²/η_Y for the blocks of a multi-layer port. Families
-(shapes over layers L, KV heads K, query heads N, head dim H, rotary width R, model width D, MLP width F):
+(shapes over layers L, KV heads K, query heads N, head dim H, rotary width A, model width D, MLP width F):
 
-* ``qk_rot`` (L, K, R/2): q and k of a head pair scaled by α and 1/α in one rotary plane (RoPE rotations commute
+* ``qk_rot`` (L, K, A/2): q and k of a head pair scaled by α and 1/α in one rotary plane (RoPE rotations commute
   with a common scale of both dims of the plane); query heads sharing a KV head scale together.
-* ``qk_pass`` (L, K, R', R'), R' = H − R (partial RoPE): GL(R') on the dims RoPE leaves alone, q → qG, k → kG⁻ᵀ.
+* ``qk_pass`` (L, K, A', A'), A' = H − A (partial RoPE): GL(A') on the dims RoPE leaves alone, q → qG, k → kG⁻ᵀ.
 * ``vo`` (L, K, H, H): GL(H) per KV head, v → vG and the o_proj rows of every query head reading it → G⁻¹(·).
 * ``norm_attn`` / ``norm_mlp`` (L, D), ``norm_final`` (D,) (untied heads only): a norm's scale (and bias) on
   channel d against row d of every linear layer it feeds.
@@ -154,7 +154,7 @@ def _grouped(x: tuple | None, kv_heads: int):
 
 
 def _qk(att: _Attn, kv_heads: int, rotary: int) -> dict[str, Invariant]:
-    """``qk_rot`` (K, R/2) and, with partial RoPE, ``qk_pass`` (K, R', R')."""
+    """``qk_rot`` (K, A/2) and, with partial RoPE, ``qk_pass`` (K, A', A')."""
     q, qb = _grouped(att.q, kv_heads), _grouped(att.qb, kv_heads)
     gram_q = _sq(q, "dkgh,dkgi->khi") + _sq(qb, "kgh,kgi->khi")
     gram_k = _sq(att.k, "dkh,dki->khi") + _sq(att.kb, "kh,ki->khi")

@@ -20,7 +20,7 @@ The two column scores are STOC's token scores (``continual/stoc.scores_from_cols
 and ``n_queries``) of every position of every chunk, averaged over the occurrences of each token type; they use all
 queries, not only the object-predicting ones. ``context`` per head averaged over heads is ``attention.py``'s z^l_s.
 
-Shapes: L layers, N query heads, B chunks, S query / T key positions, K examples, M token types.
+Shapes: L layers, N query heads, B chunks, S query / T key positions, E examples, M token types.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ SCOPE = {"context": "context", "occurrence": "context", "fact": "fact", "column_
 """The example scope each measure is compared in: its DI, eligibility and covariates come from these contexts."""
 
 
-def repeat_counts(tokens_KT: Int[Array, "K T"], keep_KT: Array) -> Float[Array, "K T"]:
+def repeat_counts(tokens_ET: Int[Array, "E T"], keep_ET: Array) -> Float[Array, "E T"]:
     """c_k(t): how many kept positions of row k hold t's token (0 where t itself is not kept)."""
-    same_KTT = (tokens_KT[:, :, None] == tokens_KT[:, None, :]) & keep_KT[:, None, :]
-    return jnp.where(keep_KT, jnp.sum(same_KTT, axis=-1), 0).astype(jnp.float32)
+    same_ETT = (tokens_ET[:, :, None] == tokens_ET[:, None, :]) & keep_ET[:, None, :]
+    return jnp.where(keep_ET, jnp.sum(same_ETT, axis=-1), 0).astype(jnp.float32)
 
 
 def head_masses(attentions: tuple[Float[Array, "B N S T"], ...], tokens_BS: Int[Array, "B S"], ex: dict,
@@ -58,29 +58,29 @@ def head_masses(attentions: tuple[Float[Array, "B N S T"], ...], tokens_BS: Int[
       attentions: per layer, the attention weights (or a linear head's scores) of the block's chunks.
       tokens_BS: the chunks' tokens.
       ex: the block's examples: ``b`` (row), ``q`` (query), ``start`` (context start), ``fact`` (fact span start),
-        ``valid`` (padding marks), each (K,).
+        ``valid`` (padding marks), each (E,).
       rows_B: which rows are real chunks (the column scores skip fill rows).
       num_tokens: M.
     """
     a_LNBST = jnp.stack([jnp.abs(a.astype(jnp.float32)).transpose(1, 0, 2, 3) for a in attentions])
     num_l, num_n, _, _, num_t = a_LNBST.shape
     t_T = jnp.arange(num_t)
-    rows_LNKT = a_LNBST[:, :, ex["b"], ex["q"], :]
-    tok_KT = tokens_BS[ex["b"]]
-    before_KT = (t_T[None, :] <= ex["q"][:, None]) & ex["valid"][:, None]
-    ctx_KT = before_KT & (t_T[None, :] >= ex["start"][:, None])
-    fact_KT = before_KT & (t_T[None, :] >= ex["fact"][:, None])
-    count_KT = repeat_counts(tok_KT, ctx_KT)
-    weights = {"context": ctx_KT.astype(jnp.float32),
-               "occurrence": jnp.where(ctx_KT, 1.0 / jnp.maximum(count_KT, 1.0), 0.0),
-               "fact": fact_KT.astype(jnp.float32)}
+    rows_LNET = a_LNBST[:, :, ex["b"], ex["q"], :]
+    tok_ET = tokens_BS[ex["b"]]
+    before_ET = (t_T[None, :] <= ex["q"][:, None]) & ex["valid"][:, None]
+    ctx_ET = before_ET & (t_T[None, :] >= ex["start"][:, None])
+    fact_ET = before_ET & (t_T[None, :] >= ex["fact"][:, None])
+    count_ET = repeat_counts(tok_ET, ctx_ET)
+    weights = {"context": ctx_ET.astype(jnp.float32),
+               "occurrence": jnp.where(ctx_ET, 1.0 / jnp.maximum(count_ET, 1.0), 0.0),
+               "fact": fact_ET.astype(jnp.float32)}
 
     def by_type(vals_LNX, ids_X):
         flat = vals_LNX.reshape(num_l * num_n, -1)
         out = jax.vmap(lambda v: jax.ops.segment_sum(v, ids_X, num_segments=num_tokens))(flat)
         return out.reshape(num_l, num_n, num_tokens)
 
-    out = {name: by_type(rows_LNKT * w[None, None], tok_KT.reshape(-1)) for name, w in weights.items()}
+    out = {name: by_type(rows_LNET * w[None, None], tok_ET.reshape(-1)) for name, w in weights.items()}
     colsum_LNBT = jnp.sum(a_LNBST, axis=3) * rows_B[None, None, :, None].astype(jnp.float32)
     for name, denom_T in (("column_j1", t_T + 1), ("column_nq", num_t - t_T)):
         out[name] = by_type(colsum_LNBT / denom_T.astype(jnp.float32)[None, None, None, :], tokens_BS.reshape(-1))
@@ -120,7 +120,7 @@ def measure_masses(graphdef, params, rest, packed: Packed, ex_chunk: np.ndarray,
     Args:
       graphdef, params, rest: the port (``nnx.split(model, nnx.Param, ...)``).
       packed: the packed corpus the examples point into.
-      ex_chunk, ex_query, ex_start, ex_fact: int (K,) chunk, query, context start and fact span start.
+      ex_chunk, ex_query, ex_start, ex_fact: int (E,) chunk, query, context start and fact span start.
       num_tokens: M.
       batch_size: chunks per forward pass.
 

@@ -34,32 +34,32 @@ from cfka_jax.train.step import make_eval_logits
 
 
 def presence(contexts: list[np.ndarray], num_tokens: int) -> np.ndarray:
-    """(K, M) float32 indicator of the token types of every context."""
+    """(E, M) float32 indicator of the token types of every context."""
     out = np.zeros((len(contexts), num_tokens), np.float32)
     for k, ctx in enumerate(contexts):
         out[k, ctx] = 1.0
     return out
 
 
-def predicted_log_probs(old: CoOccurrence, new: CoOccurrence, present_KM: np.ndarray, objects_K: np.ndarray, *,
+def predicted_log_probs(old: CoOccurrence, new: CoOccurrence, present_EM: np.ndarray, objects_E: np.ndarray, *,
                         smoothing: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """(ln p_PT, ln p_CPT) of every example's own object (module docstring)."""
     v_old = log_prior_terms(old, support="all", smoothing=smoothing)
     v_new = log_prior_terms(new, support="all", smoothing=smoothing)
     exposed = jnp.asarray(new.n_s > 0)[:, None]
     v_post = jnp.where(exposed, v_new, v_old)
-    x = jnp.asarray(present_KM, v_old.dtype)
-    rows = jnp.arange(len(objects_K))
-    log_pt = jax.nn.log_softmax(x @ v_old, axis=-1)[rows, objects_K]
-    log_cpt = jax.nn.log_softmax(x @ v_post, axis=-1)[rows, objects_K]
+    x = jnp.asarray(present_EM, v_old.dtype)
+    rows = jnp.arange(len(objects_E))
+    log_pt = jax.nn.log_softmax(x @ v_old, axis=-1)[rows, objects_E]
+    log_cpt = jax.nn.log_softmax(x @ v_post, axis=-1)[rows, objects_E]
     return np.asarray(log_pt, np.float64), np.asarray(log_cpt, np.float64)
 
 
-def example_soft(graphdef, params, rest, packed: Packed, chunk_K: np.ndarray, query_K: np.ndarray,
+def example_soft(graphdef, params, rest, packed: Packed, chunk_E: np.ndarray, query_E: np.ndarray,
                  batch_size: int = 16) -> np.ndarray:
-    """softmax(logits[chunk, q])[tokens[chunk, q + 1]] for every example (float64, (K,))."""
-    logits_fn, out = make_eval_logits(graphdef, rest), np.zeros(len(chunk_K))
-    chunks = np.unique(chunk_K)
+    """softmax(logits[chunk, q])[tokens[chunk, q + 1]] for every example (float64, (E,))."""
+    logits_fn, out = make_eval_logits(graphdef, rest), np.zeros(len(chunk_E))
+    chunks = np.unique(chunk_E)
     for block in row_blocks(len(chunks), batch_size):
         rows = chunks[block.rows]
         batch = {"tokens": jnp.asarray(packed.tokens[rows], jnp.int32),
@@ -68,26 +68,26 @@ def example_soft(graphdef, params, rest, packed: Packed, chunk_K: np.ndarray, qu
             batch["segment_ids"] = jnp.asarray(packed.segment_ids[rows], jnp.int32)
         probs = np.asarray(jax.nn.softmax(logits_fn(params, batch), axis=-1))
         for i, c in enumerate(chunks[block.rows[block.valid]]):
-            sel = np.flatnonzero(chunk_K == c)
-            out[sel] = probs[i, query_K[sel], packed.tokens[c, query_K[sel] + 1]]
+            sel = np.flatnonzero(chunk_E == c)
+            out[sel] = probs[i, query_E[sel], packed.tokens[c, query_E[sel] + 1]]
     return out
 
 
-def per_fact(facts_K2: np.ndarray, values_K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def per_fact(facts_E2: np.ndarray, values_E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique facts (F, 2), mean of ``values`` over each fact's occurrences (F,))."""
-    keys, inverse = np.unique(facts_K2, axis=0, return_inverse=True)
+    keys, inverse = np.unique(facts_E2, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    return keys, np.bincount(inverse, weights=values_K) / np.bincount(inverse)
+    return keys, np.bincount(inverse, weights=values_E) / np.bincount(inverse)
 
 
-def compare(facts_K2: np.ndarray, soft_pt: np.ndarray, soft_cpt: np.ndarray, log_pt: np.ndarray,
+def compare(facts_E2: np.ndarray, soft_pt: np.ndarray, soft_cpt: np.ndarray, log_pt: np.ndarray,
             log_cpt: np.ndarray, *, known: float = 0.5, num_boot: int = 1000) -> dict:
     """Rank agreement of measured and predicted per-fact retention over the known facts; also how well the
     theory's PT posterior ranks what the port learned (all facts)."""
-    _, s_pt = per_fact(facts_K2, soft_pt)
-    _, s_cpt = per_fact(facts_K2, soft_cpt)
-    _, pred = per_fact(facts_K2, log_cpt - log_pt)
-    _, pred_pt = per_fact(facts_K2, log_pt)
+    _, s_pt = per_fact(facts_E2, soft_pt)
+    _, s_cpt = per_fact(facts_E2, soft_cpt)
+    _, pred = per_fact(facts_E2, log_cpt - log_pt)
+    _, pred_pt = per_fact(facts_E2, log_pt)
     keep = s_pt >= known
     out = {"facts": int(s_pt.size), "known": int(keep.sum()), "known_threshold": known,
            "measured_mean_retention": float(np.mean(s_cpt[keep] / s_pt[keep])) if keep.any() else float("nan"),

@@ -1,16 +1,16 @@
 """Pearson and Spearman correlations with percentile-bootstrap intervals: the one home of both for lm_theory.
 
-The statistics are the theory's (``theory/diversity.pearson`` / ``spearman``: Spearman's rho is Pearson's r of
+The statistics are the theory's (``theory/stats.pearson`` / ``spearman``: Spearman's rho is Pearson's r of
 average ranks, ties sharing their mean rank), run here in JAX's default float dtype (float32 unless x64 is on;
 the tests check them against scipy under x64). :func:`correlate` adds the bootstrap: it resamples the n points
 (token types, facts) with replacement ``num_boot`` times from a fixed seed and reports the central ``level``
 interval of each resampled statistic. Spearman re-ranks every resample; the ranks of a resample come from one sort
 of the data (:func:`resample_ranks`: a point's average rank is the number of drawn points below its value plus
 half of the draws that tie with it, minus ½), so a resample costs O(n) instead of the O(n²) of
-``theory/diversity._ranks``, and equals that function's ranks of the resampled data. Across the seeds of an
+``theory/stats._ranks``, and equals that function's ranks of the resampled data. Across the seeds of an
 ensemble a statistic's mean and standard deviation are reported as well (:func:`seed_summary`).
 
-Shapes: N points, R resamples, G distinct values.
+Shapes: N points, I bootstrap resamples, G distinct values.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfka_jax.theory.diversity import pearson as _pearson
-from cfka_jax.theory.diversity import spearman as _spearman
+from cfka_jax.theory.stats import pearson as _pearson
+from cfka_jax.theory.stats import pearson_rows as _pearson_rows
+from cfka_jax.theory.stats import spearman as _spearman
 
 _both = jax.jit(lambda a, b: (_pearson(a, b), _spearman(a, b)))
-_pearson_R = jax.jit(jax.vmap(_pearson))
+_pearson_I = jax.jit(jax.vmap(_pearson))
 
 
 def _as_float(a) -> jax.Array:
@@ -35,33 +36,33 @@ def _as_float(a) -> jax.Array:
 
 
 def pearson(a, b) -> float:
-    """Pearson's r (``theory/diversity.pearson``; nan when either input is constant)."""
+    """Pearson's r (``theory/stats.pearson``; nan when either input is constant)."""
     return float(_both(_as_float(a), _as_float(b))[0])
 
 
 def spearman(a, b) -> float:
-    """Spearman's rho (``theory/diversity.spearman``: Pearson's r of average ranks)."""
+    """Spearman's rho (``theory/stats.spearman``: Pearson's r of average ranks)."""
     return float(_both(_as_float(a), _as_float(b))[1])
 
 
 @functools.partial(jax.jit, static_argnames="num_groups")
-def _resample_ranks_RN(group_N: jax.Array, rows_RN: jax.Array, num_groups: int) -> jax.Array:
-    drawn_RN = group_N[rows_RN]
-    counts_RG = jax.vmap(lambda g: jnp.zeros(num_groups, jnp.result_type(float)).at[g].add(1.0))(drawn_RN)
-    below_RG = jnp.cumsum(counts_RG, axis=-1) - counts_RG
-    rank_RG = below_RG + (counts_RG - 1.0) / 2.0
-    return jnp.take_along_axis(rank_RG, drawn_RN, axis=-1)
+def _resample_ranks_IN(group_N: jax.Array, rows_IN: jax.Array, num_groups: int) -> jax.Array:
+    drawn_IN = group_N[rows_IN]
+    counts_IG = jax.vmap(lambda g: jnp.zeros(num_groups, jnp.result_type(float)).at[g].add(1.0))(drawn_IN)
+    below_IG = jnp.cumsum(counts_IG, axis=-1) - counts_IG
+    rank_IG = below_IG + (counts_IG - 1.0) / 2.0
+    return jnp.take_along_axis(rank_IG, drawn_IN, axis=-1)
 
 
-def resample_ranks(a, rows_RN) -> jax.Array:
-    """Average ranks 0 … N−1 of every resample ``a[rows]`` (R, N), ties sharing their mean rank (module docstring).
+def resample_ranks(a, rows_IN) -> jax.Array:
+    """Average ranks 0 … N−1 of every resample ``a[rows]`` (I, N), ties sharing their mean rank (module docstring).
 
     Args:
       a: the data (N,).
-      rows_RN: integer indices into ``a``, one resample per row.
+      rows_IN: integer indices into ``a``, one resample per row.
     """
     values, group_N = np.unique(np.asarray(a), return_inverse=True)
-    return _resample_ranks_RN(jnp.asarray(group_N.reshape(-1), jnp.int32), jnp.asarray(rows_RN, jnp.int32),
+    return _resample_ranks_IN(jnp.asarray(group_N.reshape(-1), jnp.int32), jnp.asarray(rows_IN, jnp.int32),
                               num_groups=int(values.size))
 
 
@@ -92,8 +93,8 @@ def correlate(a, b, *, num_boot: int = 1000, seed: int = 0, level: float = 0.95)
         raise ValueError(f"need num_boot >= 1 and 0 < level < 1, got {num_boot}, {level}")
     rows = np.random.default_rng(seed).integers(a.size, size=(num_boot, a.size))
     a_j, b_j = _as_float(a), _as_float(b)
-    boot_p = np.asarray(_pearson_R(a_j[rows], b_j[rows]), np.float64)
-    boot_s = np.asarray(_pearson_R(resample_ranks(a, rows), resample_ranks(b, rows)), np.float64)
+    boot_p = np.asarray(_pearson_I(a_j[rows], b_j[rows]), np.float64)
+    boot_s = np.asarray(_pearson_I(resample_ranks(a, rows), resample_ranks(b, rows)), np.float64)
     q = (100 * (1 - level) / 2, 100 * (1 + level) / 2)
     ci = lambda x: (tuple(float(v) for v in np.nanpercentile(x, q)) if np.isfinite(x).any()  # noqa: E731
                     else (float("nan"), float("nan")))
@@ -108,18 +109,12 @@ def seed_summary(values) -> dict:
             "min": float(v.min()), "max": float(v.max()), "n": int(v.size)}
 
 
-def _residual_RN(y_RN: np.ndarray, x_RNC: np.ndarray) -> np.ndarray:
+def _residual_IN(y_IN: np.ndarray, x_INC: np.ndarray) -> np.ndarray:
     """y minus its least-squares fit on [1, x] within each row (resample)."""
-    design = np.concatenate([np.ones(x_RNC.shape[:2] + (1,)), x_RNC], axis=-1)
-    gram = np.einsum("rnc,rnd->rcd", design, design) + 1e-12 * np.eye(design.shape[-1])
-    beta = np.linalg.solve(gram, np.einsum("rnc,rn->rc", design, y_RN)[..., None])[..., 0]
-    return y_RN - np.einsum("rnc,rc->rn", design, beta)
-
-
-def _pearson_rows(a_RN: np.ndarray, b_RN: np.ndarray) -> np.ndarray:
-    a, b = a_RN - a_RN.mean(-1, keepdims=True), b_RN - b_RN.mean(-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+    design = np.concatenate([np.ones(x_INC.shape[:2] + (1,)), x_INC], axis=-1)
+    gram = np.einsum("inc,ind->icd", design, design) + 1e-12 * np.eye(design.shape[-1])
+    beta = np.linalg.solve(gram, np.einsum("inc,in->ic", design, y_IN)[..., None])[..., 0]
+    return y_IN - np.einsum("inc,ic->in", design, beta)
 
 
 def partial_correlate(a, b, covariates, *, num_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Correlation:
@@ -145,9 +140,9 @@ def partial_correlate(a, b, covariates, *, num_boot: int = 1000, seed: int = 0, 
     rows = np.concatenate([np.arange(a.size)[None], np.random.default_rng(seed).integers(a.size, size=(num_boot,
                                                                                                       a.size))])
     ranks = lambda v: np.asarray(resample_ranks(v, rows), np.float64)  # noqa: E731
-    p = _pearson_rows(_residual_RN(a[rows], x[rows]), _residual_RN(b[rows], x[rows]))
+    p = _pearson_rows(_residual_IN(a[rows], x[rows]), _residual_IN(b[rows], x[rows]))
     rx = np.stack([ranks(x[:, c]) for c in range(x.shape[1])], axis=-1)
-    s = _pearson_rows(_residual_RN(ranks(a), rx), _residual_RN(ranks(b), rx))
+    s = _pearson_rows(_residual_IN(ranks(a), rx), _residual_IN(ranks(b), rx))
     q = (100 * (1 - level) / 2, 100 * (1 + level) / 2)
     ci = lambda v: tuple(float(t) for t in np.nanpercentile(v, q))  # noqa: E731
     return Correlation(int(a.size), float(p[0]), float(s[0]), ci(p[1:]), ci(s[1:]))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from cfka_jax.shapes import Array, Float
+from cfka_jax.theory.stats import pearson, spearman  # noqa: F401 (re-exported: the DI's correlations)
 from cfka_jax.theory.world import FactWorld, log_prior_terms
 
 
@@ -72,20 +73,3 @@ def predicted_attention(world: FactWorld, eta_y, eta_z, *, exponent: float = 0.2
                         centre: bool = True):
     """|z_s| predicted at convergence from a small init: (η_Z/η_Y)^exponent ‖v_s‖^{1/2} (= −DI)."""
     return -diversity_index(world, eta_y, eta_z, exponent=exponent, support=support, centre=centre)
-
-
-def pearson(a: Float[Array, " N"], b: Float[Array, " N"]) -> Float[Array, ""]:
-    a, b = a - jnp.mean(a), b - jnp.mean(b)
-    return jnp.sum(a * b) / jnp.sqrt(jnp.sum(a**2) * jnp.sum(b**2))
-
-
-def _ranks(a: Float[Array, " N"]) -> Float[Array, " N"]:
-    """Average ranks (ties share the mean rank), as Spearman's rho needs."""
-    order = jnp.argsort(a)
-    ranks = jnp.empty_like(a).at[order].set(jnp.arange(a.shape[0], dtype=a.dtype))
-    eq = (a[:, None] == a[None, :]).astype(a.dtype)
-    return (eq @ ranks) / jnp.sum(eq, axis=-1)
-
-
-def spearman(a: Float[Array, " N"], b: Float[Array, " N"]) -> Float[Array, ""]:
-    return pearson(_ranks(a), _ranks(b))

@@ -1,8 +1,8 @@
 """The single-layer linear-attention transformer of the cFKA theory (spec cfka_stoc.md §2.2).
 
 Raw parameters: an embedding E (M×D, rows are token embeddings e_v = Eᵀx_v, tied input/output) and one head
-W_Q, W_K, W_V, W_O (each D×H). For a context x_1..x_L whose last token is the query q, linear attention (no
-softmax over positions) gives
+W_Q, W_K, W_V, W_O (each D×H). For a context x_1..x_L (L tokens: shape letter J) whose last token is the query q,
+linear attention (no softmax over positions) gives
 
     a_l = e_{x_l}ᵀ W_K W_Qᵀ e_q / √H,      h = Σ_l a_l W_Vᵀ e_{x_l},      logit(o | X) = e_oᵀ W_O h,
 
@@ -66,37 +66,37 @@ def raw_to_yz(raw: RawParams) -> YZParams:
     return YZParams(Y, Z)
 
 
-def _one_hot(tokens_BL: Int[Array, "B L"], vocab_size: int, dtype) -> Float[Array, "B L M"]:
-    return jax.nn.one_hot(tokens_BL, vocab_size, dtype=dtype)
+def _one_hot(tokens_BJ: Int[Array, "B J"], vocab_size: int, dtype) -> Float[Array, "B J M"]:
+    return jax.nn.one_hot(tokens_BJ, vocab_size, dtype=dtype)
 
 
-def attention_weights(Z: Float[Array, "M M"], tokens_BL: Int[Array, "B L"]) -> Float[Array, "B L"]:
+def attention_weights(Z: Float[Array, "M M"], tokens_BJ: Int[Array, "B J"]) -> Float[Array, "B J"]:
     """z_{x_l} = Z[x_l, q]: linear attention from the query (last token) to every context token.
 
     Written as one-hot contractions rather than gathers: the gradient is then a dense matmul instead of a
     scatter-add, which keeps ``vmap`` over many configurations fast on CPU.
     """
-    x_BLM = _one_hot(tokens_BL, Z.shape[0], Z.dtype)
-    zq_BM = jnp.einsum("mn,bn->bm", Z, x_BLM[:, -1])  # column q of Z for each sample
-    return jnp.einsum("blm,bm->bl", x_BLM, zq_BM)
+    x_BJM = _one_hot(tokens_BJ, Z.shape[0], Z.dtype)
+    zq_BM = jnp.einsum("mn,bn->bm", Z, x_BJM[:, -1])  # column q of Z for each sample
+    return jnp.einsum("bjm,bm->bj", x_BJM, zq_BM)
 
 
-def yz_logits(params: YZParams, tokens_BL: Int[Array, "B L"], objects_O: Int[Array, " O"]) -> Float[Array, "B O"]:
+def yz_logits(params: YZParams, tokens_BJ: Int[Array, "B J"], objects_O: Int[Array, " O"]) -> Float[Array, "B O"]:
     """logit(o | X) = Σ_l Z[x_l, q] · Y[o, x_l] = (Σ_l z_{x_l} x_l)ᵀ Y[o, :] over the object set."""
-    x_BLM = _one_hot(tokens_BL, params.Y.shape[0], params.Y.dtype)
-    z_BL = jnp.einsum("blm,bm->bl", x_BLM, jnp.einsum("mn,bn->bm", params.Z, x_BLM[:, -1]))
-    mass_BM = jnp.einsum("bl,blm->bm", z_BL, x_BLM)  # attention mass on each token type
+    x_BJM = _one_hot(tokens_BJ, params.Y.shape[0], params.Y.dtype)
+    z_BJ = jnp.einsum("bjm,bm->bj", x_BJM, jnp.einsum("mn,bn->bm", params.Z, x_BJM[:, -1]))
+    mass_BM = jnp.einsum("bj,bjm->bm", z_BJ, x_BJM)  # attention mass on each token type
     return jnp.einsum("bm,om->bo", mass_BM, params.Y[objects_O])
 
 
-def raw_logits(raw: RawParams, tokens_BL: Int[Array, "B L"], objects_O: Int[Array, " O"]) -> Float[Array, "B O"]:
+def raw_logits(raw: RawParams, tokens_BJ: Int[Array, "B J"], objects_O: Int[Array, " O"]) -> Float[Array, "B O"]:
     """The forward pass written on raw parameters, as a transformer layer computes it."""
-    e_BLD = raw.E[tokens_BL]
-    q_BH = e_BLD[:, -1] @ raw.W_Q
-    k_BLH = e_BLD @ raw.W_K
-    v_BLH = e_BLD @ raw.W_V
-    a_BL = jnp.einsum("blh,bh->bl", k_BLH, q_BH) / jnp.sqrt(jnp.asarray(raw.W_Q.shape[-1], raw.E.dtype))
-    h_BH = jnp.einsum("bl,blh->bh", a_BL, v_BLH)
+    e_BJD = raw.E[tokens_BJ]
+    q_BH = e_BJD[:, -1] @ raw.W_Q
+    k_BJH = e_BJD @ raw.W_K
+    v_BJH = e_BJD @ raw.W_V
+    a_BJ = jnp.einsum("bjh,bh->bj", k_BJH, q_BH) / jnp.sqrt(jnp.asarray(raw.W_Q.shape[-1], raw.E.dtype))
+    h_BH = jnp.einsum("bj,bjh->bh", a_BJ, v_BJH)
     out_BD = h_BH @ raw.W_O.T
     return out_BD @ raw.E[objects_O].T
 
@@ -109,11 +109,11 @@ def soft_cross_entropy(logits_BO: Float[Array, "B O"], targets_BO: Float[Array, 
     return -jnp.sum(targets_BO * jax.nn.log_softmax(logits_BO, axis=-1))
 
 
-def yz_loss(params: YZParams, tokens_BL, targets_BO, objects_O) -> Float[Array, ""]:
+def yz_loss(params: YZParams, tokens_BJ, targets_BO, objects_O) -> Float[Array, ""]:
     """Cross-entropy over objects of the (Y, Z) model (spec §2.2)."""
-    return soft_cross_entropy(yz_logits(params, tokens_BL, objects_O), targets_BO)
+    return soft_cross_entropy(yz_logits(params, tokens_BJ, objects_O), targets_BO)
 
 
-def raw_loss(raw: RawParams, tokens_BL, targets_BO, objects_O) -> Float[Array, ""]:
+def raw_loss(raw: RawParams, tokens_BJ, targets_BO, objects_O) -> Float[Array, ""]:
     """Cross-entropy over objects of the raw model."""
-    return soft_cross_entropy(raw_logits(raw, tokens_BL, objects_O), targets_BO)
+    return soft_cross_entropy(raw_logits(raw, tokens_BJ, objects_O), targets_BO)

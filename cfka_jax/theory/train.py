@@ -61,9 +61,9 @@ class SGDConfig:
         return self.steps // self.log_every
 
 
-def yz_grad(params: YZParams, world: FactWorld, tokens_BL, targets_BO) -> YZParams:
+def yz_grad(params: YZParams, world: FactWorld, tokens_BJ, targets_BO) -> YZParams:
     """∇ℓ with respect to (Y, Z) on the given (weighted) batch."""
-    return jax.grad(yz_loss)(params, tokens_BL, targets_BO, world.objects)
+    return jax.grad(yz_loss)(params, tokens_BJ, targets_BO, world.objects)
 
 
 def population_grad(params: YZParams, world: FactWorld) -> YZParams:

@@ -141,7 +141,7 @@ class FactWorld:
       query_token: token id of the query.
     """
 
-    contexts: Int[Array, "C L"]
+    contexts: Int[Array, "C J"]
     joint: Float[Array, "C O"]
     pr_o: Float[Array, " O"]
     pr_s_given_o: Float[Array, "M O"]
@@ -229,20 +229,20 @@ def world_from_emissions(pr_o: np.ndarray, emissions: list[np.ndarray], slot_kin
     )
 
 
-def sample_batch(world: FactWorld, key, batch_size: int) -> tuple[Int[Array, "B L"], Float[Array, "B O"]]:
+def sample_batch(world: FactWorld, key, batch_size: int) -> tuple[Int[Array, "B J"], Float[Array, "B O"]]:
     """Draws ``batch_size`` (context, object) pairs from Pr(X, o).
 
     Returns:
-      tokens_BL: the sampled contexts; targets_BO: one-hot objects scaled by 1/B, so that
+      tokens_BJ: the sampled contexts; targets_BO: one-hot objects scaled by 1/B, so that
       ``Σ_b Σ_o targets[b, o] · CE`` is the minibatch mean loss (the same form as the full-batch targets).
     """
     num_c, num_o = world.joint.shape
     cdf = jnp.cumsum(world.joint.reshape(-1))
     u = jax.random.uniform(key, (batch_size,), dtype=cdf.dtype) * cdf[-1]
     flat = jnp.minimum(jnp.searchsorted(cdf, u, side="right", method="compare_all"), num_c * num_o - 1)  # inverse-CDF sampling
-    tokens_BL = world.contexts[flat // num_o]
+    tokens_BJ = world.contexts[flat // num_o]
     targets_BO = jax.nn.one_hot(flat % num_o, num_o, dtype=world.joint.dtype) / batch_size
-    return tokens_BL, targets_BO
+    return tokens_BJ, targets_BO
 
 
 def sample_counts(world: FactWorld, key, batch_size: int) -> Float[Array, "C O"]:
@@ -259,7 +259,7 @@ def sample_counts(world: FactWorld, key, batch_size: int) -> Float[Array, "C O"]
     return (counts / batch_size).reshape(num_c, num_o)
 
 
-def full_batch(world: FactWorld) -> tuple[Int[Array, "C L"], Float[Array, "C O"]]:
+def full_batch(world: FactWorld) -> tuple[Int[Array, "C J"], Float[Array, "C O"]]:
     """The population 'batch': every context with its joint weights as soft targets."""
     return world.contexts, world.joint
 

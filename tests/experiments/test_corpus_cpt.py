@@ -17,6 +17,7 @@ from cfka_jax.models.qwen import QwenConfig, QwenModel
 from cfka_jax.data.mmlu import question_sets
 from cfka_jax.runs.presets import CORPUS as SCALES
 from cfka_jax.experiments import corpus_cpt as cc
+from tests.tolerances import F32
 
 CORPUS = [f"the court of {place} ruled that the {thing} was void under the statute of {year} ."
           for place in ("york", "kent", "essex", "wales") for thing, year in (("contract", 1990), ("lease", 2001),
@@ -92,12 +93,30 @@ def test_configs_and_flags_parse(world):
     sets = question_sets(mc=(str(world / "elementary_mathematics_test.csv"), str(world / "law.jsonl")),
                          domain_subjects=("professional_law",))
     assert [len(sets["Original"]), len(sets["Domain"])] == [2, 3]
-    bad = [{"method": "ewc"}, {"method": "stoc", "alpha": 1.0}, {"mc": ("a",), "mc_original": ("b",)},
+    bad = [{"method": "recadam"}, {"method": "stoc + lamol"}, {"method": "ewc", "ewc_lambda": -1.0},
+           {"method": "rho1", "rho_k": 0.0}, {"method": "stoc", "alpha": 1.0}, {"mc": ("a",), "mc_original": ("b",)},
            {"domain_subjects": ("law",)}, {"mc_shots": 2}, {"heldout": 0.0}, {"overrides": (("steps", 0),)}, {"overrides": (("stepz", 3),)},
            {"data": ()}]
     for kw in bad:
         with pytest.raises(ValueError):
             cc.CorpusCPTConfig(**({"data": ("x",), "model": "m", "out": "o"} | kw))
+
+
+def test_ewc_and_rho1_run_and_reduce_to_naive(world, tmp_path):
+    """``--method "rho1 + ewc"`` trains through both hooks (RHO-1's ``ref_nll`` from the base model, EWC's Fisher
+    on the first training batches); at k = 1 (every target kept) and λ = 0 (no pull) the run is the naive one up
+    to float32 rounding, and λ > 0 changes it."""
+    world, _ = world
+    base = ["--data", str(world / "corpus"), "--model", str(world / "model"), "--preset", "smoke",
+            "--mc-original", str(world / "elementary_mathematics_test.csv"), "--heldout", "0.2", "--no-progress"]
+    finals = {}
+    for name, flags in {"naive": [], "reduced": ["--method", "rho1 + ewc", "--rho-k", "1", "--ewc-lambda", "0"],
+                        "ewc": ["--method", "ewc", "--ewc-lambda", "1e6", "--ewc-batches", "1"]}.items():
+        assert cc.main(base + ["--out", str(tmp_path / name), *flags]) == 0
+        finals[name] = json.loads((tmp_path / name / "final.json").read_text())
+    assert finals["reduced"]["method"] == "rho1 + ewc" and finals["reduced"]["alpha"] is None
+    np.testing.assert_allclose(finals["reduced"]["Heldout/ppl"], finals["naive"]["Heldout/ppl"], rtol=F32.exact_rtol)
+    assert finals["ewc"]["Heldout/ppl"] != finals["naive"]["Heldout/ppl"]
 
 
 @pytest.mark.parametrize("update", ["lora", pytest.param("freeze", marks=pytest.mark.slow)])
