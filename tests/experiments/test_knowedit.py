@@ -64,11 +64,35 @@ def test_naive_lamol_stoc_end_to_end(setup):
 
 def test_configs_validate():
     exp.KnowEditRun(data="d", model="m", out="o", methods=("stoc",), alpha=0.8, mixing="code_5050")
-    for bad in ({"methods": ("ewc",)}, {"alpha": 1.0}, {"mixing": "half"}, {"aug_align": "x"}, {"preset": "huge"},
+    for bad in ({"methods": ("recadam",)}, {"methods": ("stoc + lamol",)}, {"methods": ("naive", "naive")},
+                {"methods": ("ewc",), "ewc_lambda": -1.0}, {"methods": ("rho1",), "rho_k": 2.0}, {"alpha": 1.0}, {"mixing": "half"}, {"aug_align": "x"}, {"preset": "huge"},
                 {"steps": 0}, {"fluency_mode": "chunks"}):
         with pytest.raises(ValueError):
             exp.KnowEditRun(data="d", model="m", out="o", **bad)
     assert exp.KnowEditRun(data="d", model="m", out="o", preset="paper", steps=100).scale.cpt.warmup == 100
+
+
+def test_registry_methods_name_their_runs():
+    """Any method of the one registry runs in KnowEdit (runs/method.py): replay methods carry α in the run name."""
+    cfg = exp.KnowEditRun(data="d", model="m", out="o", methods=("naive", "stoc + ewc", "rho1", "ewc"))
+    assert [cfg.run_name(m) for m in cfg.methods] == ["naive", "stoc+ewc-a0.5", "rho1", "ewc"]
+    assert cfg.resolved("stoc + ewc").replay == "stoc" and cfg.resolved("rho1").token_loss == "rho1"
+
+
+@pytest.mark.slow
+def test_ewc_and_rho1_end_to_end(setup):
+    """``--methods ewc,rho1`` train through the method hooks (EWC's Fisher on the first training batches, RHO-1's
+    reference NLL of the base model) to the end of the smoke schedule."""
+    root = setup
+    out = root / "runs-hooks"
+    assert exp.main(["--data", str(root / "test.json"), "--model", str(root / "model"), "--out", str(out),
+                     "--preset", "smoke", "--methods", "ewc,rho1", "--no-progress"]) == 0
+    results = json.loads((out / "table.json").read_text())
+    assert set(results) == {"ewc", "rho1"}
+    for name, final in results.items():
+        assert final["step"] == KNOWEDIT["smoke"].cpt.steps and final["method"] == name and final["alpha"] is None
+        for s in exp.SETS:
+            assert 0.0 < final[f"{s}/fluency"] < 1.0, (name, s)
 
 
 def test_freeze_update_on_a_mesh_names_its_runs(setup):
