@@ -10,7 +10,8 @@ linear-attention families where they apply — is evaluated at
 
 * step 0: the initialisation of a PT run (``build_model`` with the run's seed), or the PT parameters a CPT run
   started from (its PT folder's ``params/``, when present);
-* every checkpoint kept in ``RUN_DIR/checkpoints`` (a run keeps its newest ``keep_checkpoints``, 2 by default);
+* every checkpoint kept in ``RUN_DIR/checkpoints`` (a run keeps its newest ``keep_checkpoints``, 2 by default;
+  a damaged one is an error naming its folder, never skipped, so no curve silently loses a point);
 * the exported ``params/`` of a finished PT run.
 
 All rates are 1: AdamW has one learning rate, and the unit-rate values are what weight decay drives
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -57,10 +57,10 @@ def _start_params(run: pathlib.Path, spec: dict, model):
     if "method" not in spec:
         return "init", master_params(params)
     pt_dir = pathlib.Path(spec.get("pt_dir") or run.parent / f"pt-{spec['preset']}-{spec['arch']}")
-    try:
-        return "pt", RunFolder(pt_dir).load_params(master_params(params))[0]
-    except RunFolderError:
-        return None, None
+    folder = RunFolder(pt_dir)
+    if not (folder.params_dir.is_dir() and (folder.path / "final.json").exists()):
+        return None, None  # no finished PT run there: the CPT run's own snapshots only
+    return "pt", folder.load_params(master_params(params))[0]  # damaged: one RunFolderError naming the folder
 
 
 def snapshots(run: pathlib.Path, cache_dir: str | None = None) -> tuple[object, list[tuple[int, str, object]]]:
@@ -76,12 +76,14 @@ def snapshots(run: pathlib.Path, cache_dir: str | None = None) -> tuple[object, 
     for step in ckpts.steps():
         try:
             params, _ = restore(ckpts.directory / str(step), abstract, under=("params",))
-        except CheckpointUnreadable as err:  # a damaged checkpoint is skipped, named; another structure is an error
-            warnings.warn(f"skipping {err}", stacklevel=2)
-            continue
+        except CheckpointUnreadable as err:  # a damaged checkpoint: one line naming it (cfka exits 2), nothing written
+            raise RunFolderError(f"{err}; remove that folder to evaluate the run's other snapshots") from None
         out.append((step, "checkpoint", params))
     if (run / "params").is_dir():
-        params, step = restore(run / "params", abstract)
+        try:
+            params, step = restore(run / "params", abstract)
+        except CheckpointUnreadable as err:  # one line naming the folder (cfka exits 2)
+            raise RunFolderError(f"{run}: the exported parameters are unreadable: {err}") from None
         out.append((step, "params", params))
     if len(out) < 2:
         raise RunFolderError(f"{run}: fewer than two parameter snapshots (start, checkpoints, params/)")

@@ -39,7 +39,7 @@ from cfka_jax.eval.coverage import corpus_measures
 from cfka_jax.runs.biography import build_model, continual
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY
-from cfka_jax.runs.replay import ReplaySwitches, ensure_replay, synthetic_replay_config
+from cfka_jax.runs.replay import ReplaySwitches, ensure_replay, replay_made_from, synthetic_replay_config
 from cfka_jax.runs.specs import CPTSpec
 from cfka_jax.train.step import make_eval_logits, master_params
 from cfka_jax.experiments.replay_retention import occurrence_soft
@@ -106,7 +106,8 @@ def measure_corpus(cfg: RegimeConfig, kind: str, seed: int, model, step: int, da
     tag = "" if not cfg.pt_checkpoint else f"-pt{step}"
     folder = pathlib.Path(cfg.out) / f"replay-{kind}-seed{seed}{tag}"
     rcfg = synthetic_replay_config(KINDS[kind][0], data.config.seq_len, switches(cfg, kind), seed)
-    corpus = ensure_replay(folder, model, data, rcfg)
+    made_from = None if cfg.pt_checkpoint else replay_made_from(data, cfg.pt_dir)  # what train_cell's CPT checks
+    corpus = ensure_replay(folder, model, data, rcfg, made_from=made_from)
     texts = data.tokenizer.batch_decode([s.tolist() for s in corpus.sequences])
     s = corpus.stats
     m = {"kind": kind, "seed": seed, "pt_step": step, **prompt_positions(corpus),

@@ -35,6 +35,7 @@ from cfka_jax.runs import methods
 from cfka_jax.runs.engine import RunResult, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.presets import Preset
+from cfka_jax.runs.replay import check_replay
 from cfka_jax.runs.specs import DTYPES, CPTSpec, PTSpec
 from cfka_jax.train.step import master_params
 
@@ -150,6 +151,8 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     objective, add_weights = methods.token_objective(spec, len(bundle.tokenizer), bundle.tokenizer)
     model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
     params = _pt_params(spec, p, pt, model, bundle)
+    if spec.resolved.generative:  # a corpus sampled from another PT run or tokenizer: refused before writing
+        check_replay(spec.replay_folder, bundle, spec.pt_folder)
     folder.start(spec, p)
     nnx.update(model, params)
     docs, replay_stats = methods.cpt_documents(spec, bundle, model)  # replay is sampled from the PT model

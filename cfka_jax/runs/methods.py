@@ -33,7 +33,7 @@ from cfka_jax.data.mixing import mix_replay
 from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.runs.method import Method
 from cfka_jax.runs.presets import Preset
-from cfka_jax.runs.replay import ensure_replay, synthetic_replay_config
+from cfka_jax.runs.replay import ensure_replay, replay_made_from, synthetic_replay_config
 from cfka_jax.runs.specs import UPDATES, CPTSpec
 from cfka_jax.train.step import make_eval_logits, token_nll_loss
 
@@ -43,7 +43,8 @@ def cpt_documents(spec: CPTSpec, bundle: DataBundle, model) -> tuple[list, dict]
     new, method = bundle.splits["cpt_train"].docs(), spec.resolved
     if method.generative:
         rcfg = synthetic_replay_config(method.replay, bundle.config.seq_len, spec.replay, spec.seed)
-        corpus = ensure_replay(spec.replay_folder, model, bundle, rcfg)
+        made_from = replay_made_from(bundle, spec.pt_folder)  # recorded; a reused corpus must record the same
+        corpus = ensure_replay(spec.replay_folder, model, bundle, rcfg, made_from=made_from)
         docs, _ = mix_replay(new, corpus.sequences, spec.alpha, rule="reference_copies")
         return docs, {f"replay/{k}": v for k, v in corpus.stats.items()}
     if method.real_replay is None:

@@ -7,6 +7,10 @@ drawn with replacement, i.e. about one copy of the new data, mixed at new-data f
 ``data/mixing.mix_replay`` (rule ``reference_copies``). KnowEdit and your own corpus use
 :func:`real_replay_config` (§6.3: window-sum spans of 10, stop at EOS, keep every candidate) with the sampling
 sizes of their preset.
+
+A Biography corpus records what it was sampled from (:func:`replay_made_from`: the tokenizer's content hash, the
+world config's hash, the PT run's identity and step) and is reused only by a run with the same (else one line
+naming ``--replay-dir`` and the folder; :func:`check_replay`, called before the CPT run folder is written).
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import dataclasses
 import pathlib
 
 from cfka_jax.continual.dedup import MinHashConfig
-from cfka_jax.continual.replay import ReplayConfig, ReplayCorpus, build_replay
+from cfka_jax.continual.replay import ReplayConfig, ReplayCorpus, build_replay, check_replay_dir
+from cfka_jax.provenance import fingerprint, tokenizer_fingerprint
+from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import Preset
 
 GENERATIVE = ("stoc", "random", "lamol", "first_k", "random_no_eos", "random_vocab")
@@ -64,11 +70,32 @@ def real_replay_config(kind: str, preset: Preset, *, seed: int, minhash: bool = 
                              **({} if minhash else {"minhash": None}))
 
 
-def ensure_replay(folder: pathlib.Path, model, bundle, cfg: ReplayConfig) -> ReplayCorpus:
-    """The corpus in ``folder`` (built from the PT ``model`` on ``cpt_train`` when absent)."""
+def replay_made_from(bundle, pt_folder: str | pathlib.Path) -> dict:
+    """What a Biography corpus sampled from the finished PT run in ``pt_folder`` is made from
+    (``cfka_jax.provenance``): ``tokenizer`` (content hash), ``world`` (hash of the world config),
+    ``parent_run`` / ``parent_step`` (``RunFolder.identity``).
+
+    Raises:
+      RunFolderError: ``pt_folder`` holds no finished run.
+    """
+    return {"tokenizer": tokenizer_fingerprint(bundle.tokenizer),
+            "world": fingerprint(dataclasses.asdict(bundle.world.config)), **RunFolder(pt_folder).identity()}
+
+
+def check_replay(folder: pathlib.Path, bundle, pt_folder: str | pathlib.Path) -> None:
+    """Refuse a corpus in ``folder`` made from another tokenizer, world or PT run (or recording none): one line
+    naming ``--replay-dir`` and the folder. Reads ``config.json`` only; nothing when the folder holds no corpus."""
+    if (pathlib.Path(folder) / "config.json").exists():
+        check_replay_dir(folder, replay_made_from(bundle, pt_folder), flag="--replay-dir")
+
+
+def ensure_replay(folder: pathlib.Path, model, bundle, cfg: ReplayConfig, made_from: dict | None = None
+                  ) -> ReplayCorpus:
+    """The corpus in ``folder`` (built from the PT ``model`` on ``cpt_train`` when absent). ``made_from``
+    (:func:`replay_made_from`) is recorded in a new corpus; a corpus found in ``folder`` must record the same."""
     new = bundle.splits["cpt_train"]
     corpus = build_replay(model, new.docs(), bundle.tokenizer, cfg, budget_tokens=len(new.tokens),
-                          out_dir=folder)
+                          out_dir=folder, made_from=made_from, flag="--replay-dir")
     s = corpus.stats
     print(f"[replay {cfg.kind}] {s['num_prompts']} prompts ({s['num_unique_prompts']} distinct), "
           f"{s['num_candidates']} candidates, MinHash dropped {s['minhash_dropped']}, {s['num_sequences']} drawn "

@@ -1,6 +1,8 @@
 """Smoke runs of the Biography PT → CPT recipe (cfka_jax/runs/biography.py) on the smoke preset."""
 
+import dataclasses
 import json
+import re
 
 import pytest
 
@@ -55,6 +57,14 @@ def test_generative_replay_cpt_builds_and_reuses_its_corpus(pt_run):
                           progress=False, replay_dir=str(folder))
     with pytest.raises(ValueError, match="another config"):  # a STOC corpus is not reused for LAMOL
         bio.continual(lamol)
+    record = json.loads((folder / "config.json").read_text())  # what the corpus was sampled from (#24)
+    assert set(record["made_from"]) == {"tokenizer", "world", "parent_run", "parent_step"}
+    record["made_from"]["parent_step"] += 1  # as if sampled from another checkpoint of the PT run
+    (folder / "config.json").write_text(json.dumps(record))
+    again = dataclasses.replace(cfg, out=str(root / "cpt-stoc-again"), replay_dir=str(folder))
+    with pytest.raises(ValueError, match="^" + re.escape(f"--replay-dir {folder} was made from something else: parent_step")):
+        bio.continual(again)
+    assert not (root / "cpt-stoc-again").exists()
 
 
 @pytest.mark.parametrize("update", ["freeze", pytest.param("lora", marks=pytest.mark.slow)])  # LoRA CPT: the EWC test
