@@ -58,6 +58,7 @@ from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
 from cfka_jax.runs.replay import real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES
+from cfka_jax.train.optim import STATE_DTYPES
 from cfka_jax.train.step import make_eval_logits
 from cfka_jax.experiments.update_flags import add_update_flags, check_freeze_layers, check_update_flags, updated_model
 
@@ -106,9 +107,13 @@ class CorpusCPTConfig:
     ewc_batches: int | None = None
     ewc_fisher: str | None = None
     rho_k: float | None = None
+    remat: bool | None = None
+    opt_state_dtype: str | None = None
 
     def __post_init__(self):
         check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
+        if self.opt_state_dtype is not None and self.opt_state_dtype not in STATE_DTYPES:
+            raise ValueError(f"--opt-state-dtype must be one of {tuple(STATE_DTYPES)}, got {self.opt_state_dtype!r}")
         if not self.data:
             raise ValueError("--data needs at least one corpus file or folder")
         lookup(CORPUS, self.preset, "corpus-cpt")
@@ -204,7 +209,7 @@ def run(cfg: CorpusCPTConfig) -> dict:
     sets = question_sets(mc=cfg.mc, domain_subjects=cfg.domain_subjects, original=cfg.mc_original,
                          domain=cfg.mc_domain, limit=cfg.mc_limit, seed=cfg.seed)
     dev = read_mc(list(cfg.mc_dev)) if cfg.mc_dev else []  # read before the (long) replay build: fail fast
-    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
+    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat))
     check_freeze_layers(model, cfg.freeze_layers)
     mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
     folder.start(cfg, p)  # after every check: a refused run writes nothing
@@ -220,7 +225,8 @@ def run(cfg: CorpusCPTConfig) -> dict:
     hooks = train_hooks(method, model, batcher, compute_dtype=DTYPES[cfg.dtype])  # from the base model
     model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
     hooks = with_update(hooks, model, cfg.update)
-    trained = train_lm(model, hooks.batch_at, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress),
+    opt = dataclasses.replace(p.cpt.optim(), state_dtype=cfg.opt_state_dtype or "float32")
+    trained = train_lm(model, hooks.batch_at, opt=opt, loop=p.cpt.loop(progress=cfg.progress),
                        folder=folder, evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable,
                        mesh=mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn)
     extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update,
@@ -265,6 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-progress", action="store_true")
     add_update_flags(ap)
+    ap.add_argument("--remat", action="store_true", help="rematerialise each block in the backward pass (less "
+                    "activation memory, one more forward per block)")
+    ap.add_argument("--opt-state-dtype", default=None, choices=sorted(STATE_DTYPES),
+                    help="storage dtype of the AdamW moments (bfloat16: 4 bytes per trained parameter, not 8)")
     for flag, field in FLAGS.items():
         kind = float if flag in ("lr", "min_lr") else int
         ap.add_argument("--" + flag.replace("_", "-"), type=kind, default=None, help=f"preset override of {field}")
@@ -281,7 +291,8 @@ def config_from_args(argv: list[str] | None) -> CorpusCPTConfig:
         text_field=a.text_field, max_length=a.max_length, overflow=a.overflow, heldout=a.heldout,
         heldout_max_docs=a.heldout_max_docs, minhash=not a.no_minhash, dtype=a.dtype, seed=a.seed,
         progress=not a.no_progress, update=a.update, freeze_layers=a.freeze_layers, lora_rank=a.lora_rank,
-        mesh=a.mesh, ewc_lambda=a.ewc_lambda, ewc_batches=a.ewc_batches, ewc_fisher=a.ewc_fisher, rho_k=a.rho_k)
+        mesh=a.mesh, ewc_lambda=a.ewc_lambda, ewc_batches=a.ewc_batches, ewc_fisher=a.ewc_fisher, rho_k=a.rho_k,
+        remat=a.remat or None, opt_state_dtype=a.opt_state_dtype)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,21 @@
+"""``cfka corpus-cpt --remat --opt-state-dtype``: parsed into the config, bad values refused naming the flag."""
+
+import pytest
+
+from cfka_jax.experiments import corpus_cpt as cc
+
+BASE = ["--data", "corpus", "--model", "model", "--out", "run"]
+
+
+def test_memory_flags_parse_and_default_off():
+    cfg = cc.config_from_args(BASE)
+    assert (cfg.remat, cfg.opt_state_dtype) == (None, None)  # None: absent from old run folders' configs
+    cfg = cc.config_from_args(BASE + ["--remat", "--opt-state-dtype", "bfloat16"])
+    assert (cfg.remat, cfg.opt_state_dtype) == (True, "bfloat16")
+
+
+def test_unknown_state_dtype_refused():
+    with pytest.raises(SystemExit):
+        cc.config_from_args(BASE + ["--opt-state-dtype", "float16"])
+    with pytest.raises(ValueError, match="--opt-state-dtype"):
+        cc.CorpusCPTConfig(data=("corpus",), model="model", out="run", opt_state_dtype="float16")
