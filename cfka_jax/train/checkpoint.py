@@ -93,9 +93,9 @@ def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = Fa
     path = pathlib.Path(directory).absolute()
     flat, _, _ = _flatten(tree)
     item = {"state": nest({p: _storable(v) for p, v in flat.items()}), "step": jnp.asarray(step, jnp.int32)}
-    ckptr = ocp.StandardCheckpointer()
-    ckptr.save(path, item, force=force)
-    ckptr.wait_until_finished()
+    with ocp.StandardCheckpointer() as ckptr:  # closed on exit: no async thread or event loop outlives the write
+        ckptr.save(path, item, force=force)
+        ckptr.wait_until_finished()
     return path
 
 
@@ -134,12 +134,12 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
     path = pathlib.Path(directory).absolute()
     if not path.is_dir():
         raise CheckpointUnreadable(f"no checkpoint at {path}")
-    ckptr = ocp.StandardCheckpointer()
     try:
-        meta = ckptr.metadata(path).item_metadata.tree  # type: ignore[union-attr]
+        with ocp.StandardCheckpointer() as ckptr:
+            meta = ckptr.metadata(path).item_metadata.tree  # type: ignore[union-attr]
         stored = flatten_mapping(meta["state"])
     except Exception as e:  # orbax raises several types for unreadable folders
-        raise CheckpointUnreadable(f"checkpoint {path} is malformed or unreadable: {type(e).__name__}: {e}") from e
+        raise CheckpointUnreadable(f"checkpoint {path} is malformed or unreadable: {_first_line(e)}") from e
     flat, treedef, order = _flatten(abstract)
     target = {under + p: _abstract(jax.eval_shape(_storable, leaf) if _is_key(leaf) else leaf)
               for p, leaf in flat.items()}
@@ -148,7 +148,7 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
     try:
         restored = _read(path, item, partial=bool(under))
     except Exception as e:  # orbax/tensorstore raise several types for damaged array files
-        raise CheckpointUnreadable(f"checkpoint {path} could not be read: {type(e).__name__}: {e}") from e
+        raise CheckpointUnreadable(f"checkpoint {path} could not be read: {_first_line(e)}") from e
     values = flatten_mapping(restored["state"])
     leaves = [
         jax.random.wrap_key_data(values[under + p], impl=_key_impl(flat[p])) if _is_key(flat[p]) else values[under + p]
@@ -157,12 +157,21 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
     return jax.tree_util.tree_unflatten(treedef, leaves), int(restored["step"])
 
 
+def _first_line(e: BaseException) -> str:
+    """``"<Type>: <first line of the message>"``: tensorstore's messages run to dozens of lines (the whole spec)."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:400]
+
+
 def _read(path: pathlib.Path, item: dict, partial: bool) -> dict:
+    """Every checkpointer is closed when done (``with``), so no orbax thread or event loop outlives the call."""
     if not partial:
-        return ocp.StandardCheckpointer().restore(path, item)
+        with ocp.StandardCheckpointer() as ckptr:
+            return ckptr.restore(path, item)
     args = ocp.args.PyTreeRestore(item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item),
                                   partial_restore=True)
-    return ocp.Checkpointer(ocp.PyTreeCheckpointHandler()).restore(path, args=args)
+    with ocp.Checkpointer(ocp.PyTreeCheckpointHandler()) as ckptr:
+        return ckptr.restore(path, args=args)
 
 
 # ------------------------------------------------------------------------------------------- model + optimizer
