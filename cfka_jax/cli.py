@@ -47,8 +47,6 @@ def _proofs(args: argparse.Namespace) -> int:
 
 PASSTHROUGH = {
     "sweep": ("cfka_jax.experiments.theory_sweep", "main", "continual-theory sweep over EWC strength × α × seeds"),
-    "stoc-table": ("cfka_jax.experiments.stoc_table", "cli", "STOC / LAMOL / Random replay table on Biography"),
-    "stoc-scale": ("cfka_jax.experiments.stoc_scale", "cli", "STOC / LAMOL / Random replay as the Biography world grows"),
     "knowedit": ("cfka_jax.experiments.knowedit", "main", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
     "corpus-cpt": ("cfka_jax.experiments.corpus_cpt", "main",
                    "CPT on your own corpus with STOC replay and MMLU-format evaluation"),
@@ -56,8 +54,6 @@ PASSTHROUGH = {
               "TAALM: meta-train the Train-Attention model, LAMA-CKL and TemporalWiki tables"),
     "geometry": ("cfka_jax.experiments.geometry", "main",
                  "token-force geometry: CH1/CH2 one-step, attribution, update energy, readout transmission"),
-    "invariants": ("cfka_jax.experiments.invariants", "main", "conserved quantities of a port over a run's checkpoints"),
-    "report": ("cfka_jax.experiments.report", "cli", "gather run folders into one markdown table and overlaid plots"),
 }
 """Subcommands whose experiment script still owns an argparse parser: name → (module, entry, help)."""
 
@@ -66,6 +62,10 @@ COMMANDS = {
                      "Diversity Index vs the attention of trained ports (softmax or linear), seed ensembles"),
     "stream": ("cfka_jax.experiments.stream",
                "a continual task stream (PT + T CPT stages): accuracy matrix, BWT/FWT/forgetting/FUAR, heat map"),
+    "report": ("cfka_jax.experiments.report", "gather run folders into one markdown table and overlaid plots"),
+    "invariants": ("cfka_jax.experiments.invariants", "conserved quantities of a port over a run's checkpoints"),
+    "stoc-table": ("cfka_jax.experiments.stoc_table", "STOC / LAMOL / Random replay table on Biography"),
+    "stoc-scale": ("cfka_jax.experiments.stoc_scale", "STOC / LAMOL / Random replay as the Biography world grows"),
 }
 """Subcommands generated from a config dataclass: name → (module, help). The module's ``FLAGS``
 (``cfka_jax/cli_gen.Flags``) turn the command line into its ``Config``, its ``command(cfg)`` runs it."""

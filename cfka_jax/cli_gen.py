@@ -15,7 +15,10 @@ What tyro derives from the class, and what :class:`Flags` adds:
 * a ``tuple[T, ...]`` field takes comma-separated items (``--alphas 0.5,0.9``; also space-separated, and
   ``--measures ""`` is the empty tuple), each converted to ``T`` and checked against ``choices`` when given;
 * ``names`` keeps an option whose name predates the field (``--bootstrap`` for ``num_boot``), ``required``
-  makes a field with a library default a required option, ``hidden`` leaves a field off the command line.
+  makes a field with a library default a required option, ``hidden`` leaves a field off the command line,
+  ``positional`` makes a field a positional argument (``cfka report RUN_DIR ...``), ``metavars`` names a
+  value in the usage line, ``nested`` gives a field holding a config its own :class:`Flags`, whose options are
+  this command's (``--score-norm`` for ``replay.score_norm``).
 
 Errors keep the project's contract (``cfka_jax/cli.py``): a value tyro rejects (an unknown choice, a bad number,
 an unknown option) prints ONE line ``prog: error: ...`` naming the option and exits with status 2, instead of
@@ -69,7 +72,7 @@ def _items(name: str, item: type, choices: Sequence[str] | None):
         try:
             return tuple(item(t) for t in raw)
         except ValueError as err:
-            raise ValueError(f"each item must be a {item.__name__} ({err})") from None
+            raise ValueError(f"each item must be of type {item.__name__} ({err})") from None
 
     return tyro.constructors.PrimitiveConstructorSpec(
         nargs="*", metavar=f"{item.__name__.upper()},...", instance_from_str=parse,
@@ -96,11 +99,15 @@ class Flags:
     aliases: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     required: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()
+    positional: tuple[str, ...] = ()
     help: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    metavars: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    nested: Mapping[str, Flags] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         fields = {f.name for f in dataclasses.fields(self.config)}
-        for what in ("choices", "names", "aliases", "required", "hidden", "help"):
+        for what in ("choices", "names", "aliases", "required", "hidden", "positional", "help", "metavars",
+                     "nested"):
             unknown = set(getattr(self, what)) - fields
             if unknown:
                 raise ValueError(f"Flags({self.config.__name__}).{what}: no such field {sorted(unknown)}")
@@ -116,14 +123,20 @@ class Flags:
             tp, markers = hints[f.name], []
             choices = tuple(self.choices[f.name]()) if f.name in self.choices else None
             item = _tuple_item(tp)
-            if item is not None:
+            if f.name in self.nested:  # a nested config's fields are flags of this command, without a prefix
+                tp = self.nested[f.name].command()
+                markers.append(tyro.conf.OmitArgPrefixes)
+            elif f.name in self.positional:
+                markers.append(tyro.conf.Positional)  # a positional tuple takes space-separated items (paths)
+            elif item is not None:
                 markers.append(_items(f.name, item, choices))
             elif choices is not None:
                 if tp not in (str, str | None):
                     raise TypeError(f"choices for {self.config.__name__}.{f.name}: a str field, not {tp}")
                 tp = Literal[choices] if tp is str else Literal[choices] | None
             arg = {k: v for k, v in (("name", self.names.get(f.name)), ("aliases", self.aliases.get(f.name)),
-                                     ("help", self.help.get(f.name))) if v is not None}
+                                     ("help", self.help.get(f.name)),
+                                     ("metavar", self.metavars.get(f.name))) if v is not None}
             if arg:
                 markers.append(tyro.conf.arg(**arg))
             if f.name in self.hidden:
@@ -131,6 +144,8 @@ class Flags:
             ns["__annotations__"][f.name] = Annotated[(tp, *markers)] if markers else tp
             if f.name in self.required:
                 ns[f.name] = dataclasses.field(default=tyro.MISSING)
+            elif f.name in self.nested and f.default is not dataclasses.MISSING:
+                ns[f.name] = tp(**_values(f.default))
             elif f.default is not dataclasses.MISSING:
                 ns[f.name] = f.default
             elif f.default_factory is not dataclasses.MISSING:
@@ -163,4 +178,15 @@ class Flags:
                 os.environ.pop("COLUMNS") if columns is None else os.environ.__setitem__("COLUMNS", columns)
             print(f"{self.prog}: error: {one_line(captured.getvalue())}", file=sys.stderr)
             raise SystemExit(2)
-        return self.config(**{f.name: getattr(parsed, f.name) for f in dataclasses.fields(self.config)})
+        return self.build(parsed)
+
+    def build(self, parsed):
+        """The config (validated once) from tyro's instance of :meth:`command`."""
+        values = _values(parsed, self.config)
+        for name, flags in self.nested.items():
+            values[name] = flags.build(values[name])
+        return self.config(**values)
+
+
+def _values(obj, cls: type | None = None) -> dict:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(cls or obj)}

@@ -20,18 +20,39 @@ def test_passthrough_entry_points_exist_and_print_help(command, capsys):
 
 @pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 def test_generated_commands_resolve_once_and_list_every_field_in_help(command, capsys):
-    import dataclasses
-
     flags, run = cli.resolve(command)
     assert callable(run) and flags.prog == f"cfka {command}"
     with pytest.raises(SystemExit) as exit_info:
         cli.main([command, "--help"])
     out = capsys.readouterr().out
     assert exit_info.value.code == 0 and "usage" in out
+    _assert_every_field_listed(flags, out)
+
+
+def _assert_every_field_listed(flags, out: str) -> None:
+    import dataclasses
+
     for f in dataclasses.fields(flags.config):
-        if f.name not in flags.hidden:
+        if f.name in flags.nested:  # a nested config's fields are this command's options
+            _assert_every_field_listed(flags.nested[f.name], out)
+        elif f.name in flags.positional:
+            assert flags.metavars[f.name] in out.splitlines()[0], (f.name, out)
+        elif f.name not in flags.hidden:
             flag = "--" + flags.names.get(f.name, f.name.replace("_", "-"))
             assert flag in out or flag.replace("--", "--no-", 1) in out, (flag, out)
+
+
+def test_generated_flags_fill_nested_configs_and_comma_lists():
+    from cfka_jax.experiments import stoc_table as st
+    from cfka_jax.runs.replay import ReplaySwitches
+
+    cfg = st.parse(["--preset", "smoke", "--alphas", "0.5,0.8", "--kinds", "stoc", "--score-norm", "n_queries",
+                    "--no-minhash", "--report-only"])
+    assert type(cfg.replay) is ReplaySwitches and cfg.replay == ReplaySwitches(score_norm="n_queries", minhash=False)
+    assert (cfg.alphas, cfg.kinds, cfg.report_only) == ((0.5, 0.8), ("stoc",), True)
+    assert cfg.table() == st.TableConfig(preset="smoke", out="runs/stoc-smoke", alphas=(0.5, 0.8), kinds=("stoc",),
+                                         replay=cfg.replay)
+    assert st.parse([]).table() == st.TableConfig(out="runs/stoc-small")
 
 
 def test_top_level_help_lists_every_subcommand(capsys):
@@ -81,6 +102,8 @@ BAD = [  # (argv, words the one error line must contain)
     (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o"], [MISSING]),
     (["stoc-table", "--preset", "smoke", "--alphas", "0.5,1.5"], ["alpha", "1.5"]),
     (["stoc-table", "--preset", "smoke", "--kinds", "stoc,gen"], ["kinds", "gen"]),
+    (["stoc-table", "--alphas", "0.5,half"], ["--alphas", "half"]),
+    (["stoc-table", "--score-norm", "mean"], ["--score-norm", "mean"]),
     (["sweep", "--config", MISSING + ".toml"], [MISSING]),
     (["di-attention", "--preset", "tiny", "--out", "o"], ["--preset", "tiny"]),
     (["di-attention", "--seeds", "many", "--out", "o"], ["--seeds", "many"]),
@@ -88,6 +111,13 @@ BAD = [  # (argv, words the one error line must contain)
     (["di-attention", "--seeds", "0", "--out", "o"], ["seeds", "0"]),
     (["di-attention", "--no-such-flag", "--out", "o"], ["--no-such-flag"]),
     (["di-attention", "--preset", "small"], ["--out"]),
+    (["stream", "--method", "naive,lora"], ["--method", "lora"]),
+    (["stream", "--stages", "2", "--method", "naive,ewc,gpm"], ["--method", "once per stage"]),
+    (["stream", "--alpha", "half"], ["--alpha", "half"]),
+    (["report"], ["RUN_DIR"]),
+    (["report", MISSING], [MISSING]),
+    (["invariants"], ["RUN_DIR"]),
+    (["invariants", MISSING], [MISSING]),
 ]
 
 

@@ -22,7 +22,7 @@ Writes ``OUT/invariants.json`` and ``OUT/invariants.png`` (default OUT: ``RUN_DI
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import pathlib
 
 import jax
@@ -36,6 +36,7 @@ from cfka_jax.runs.biography import build_model
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags
 from cfka_jax.train.checkpoint import CheckpointDir, CheckpointUnreadable, restore
 from cfka_jax.train.step import master_params
 
@@ -122,12 +123,33 @@ def plot(res: dict, out: pathlib.Path, title: str) -> None:
     plt.close(fig)
 
 
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """``cfka invariants``'s configuration (module docstring)."""
+
+    run_dir: str
+    """a `cfka pt` or `cfka cpt` run folder"""
+    out: str | None = None
+    """output folder (default RUN_DIR/invariants)"""
+    cache_dir: str | None = None
+    """data cache (default: the run's)"""
+
+
+FLAGS = Flags(Config, prog="cfka invariants", description=__doc__.split("\n\n")[0], positional=("run_dir",),
+              metavars={"run_dir": "RUN_DIR", "out": "DIR", "cache_dir": "DIR"})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def parse(argv: list[str] | None = None) -> Config:
+    return FLAGS.parse(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="cfka invariants", description=__doc__.split("\n\n")[0])
-    ap.add_argument("run_dir", help="a `cfka pt` or `cfka cpt` run folder")
-    ap.add_argument("--out", default=None, help="output folder (default RUN_DIR/invariants)")
-    ap.add_argument("--cache-dir", default=None, help="data cache (default: the run's)")
-    a = ap.parse_args(argv)
+    return command(parse(argv))
+
+
+def command(a: Config) -> int:
+    """Evaluates, writes and plots the invariants: ``cfka invariants``'s run function."""
     run = pathlib.Path(a.run_dir)
     out = pathlib.Path(a.out) if a.out else run / "invariants"
     cfg, snaps = snapshots(run, a.cache_dir)

@@ -11,11 +11,12 @@ Writes ``DIR/report.md`` and ``DIR/<metric>.png`` (runs overlaid, labelled by fo
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import pathlib
 import re
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags
 from cfka_jax.train.loop import MetricsLog
 
 
@@ -122,15 +123,39 @@ def main(run_dirs: list[str], out: str, metrics: list[str] | None = None) -> str
     return text
 
 
-def cli(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="cfka report", description=__doc__.split("\n\n")[0])
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    p.add_argument("--metrics", default=None, help="comma list (default: every <set>/<metric> eval metric + loss)")
-    p.add_argument("--out", default="runs/report")
-    args = p.parse_args(argv)
-    metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
-    print(main(args.run_dirs, args.out, metrics))
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """``cfka report``'s configuration (module docstring)."""
+
+    run_dirs: tuple[str, ...] = ()
+    """run folders (metrics.jsonl, or a cfka stream folder)"""
+    metrics: tuple[str, ...] = ()
+    """comma list (default: every <set>/<metric> eval metric + loss)"""
+    out: str = "runs/report"
+    """folder for report.md and one PNG per metric"""
+
+    def __post_init__(self):
+        if not self.run_dirs:
+            raise ValueError("cfka report needs at least one RUN_DIR")
+
+
+FLAGS = Flags(Config, prog="cfka report", description=__doc__.split("\n\n")[0], positional=("run_dirs",),
+              metavars={"run_dirs": "RUN_DIR [RUN_DIR ...]", "metrics": "METRIC,...", "out": "DIR"})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def parse(argv: list[str] | None = None) -> Config:
+    return FLAGS.parse(argv)
+
+
+def command(cfg: Config) -> int:
+    """Writes and prints the report: ``cfka report``'s run function."""
+    print(main(list(cfg.run_dirs), cfg.out, list(cfg.metrics) or None))
     return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    return command(parse(argv))
 
 
 if __name__ == "__main__":

@@ -26,18 +26,18 @@ over CPT and corpus sampling at a fixed PT model.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import pathlib
 import statistics
 
+from cfka_jax.cli_gen import Flags
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.runs.biography import continual, pretrain
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.replay import GENERATIVE
-from cfka_jax.runs.specs import CPTSpec, PTSpec
+from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec
 from cfka_jax.experiments.stoc_table import KIND_NAMES, corpus_coverage
 
 METHODS = ("naive", "replay-all", "stoc", "lamol", "random")
@@ -47,16 +47,28 @@ COVERAGE = ("pt_people_named", "pt_fact_coverage", "true_values_per_mention")
 
 @dataclasses.dataclass(frozen=True)
 class ScaleConfig:
+    """One scaling table (module docstring)."""
+
     sizes: tuple[str, ...] = ("small", "w600", "w2400")
+    """comma-separated Biography presets, smallest first (runs/presets.py BIOGRAPHY)"""
     seeds: tuple[int, ...] = (0, 1)
+    """comma-separated CPT/replay seeds (the PT run is shared)"""
     out: str = "runs/stoc-scale"
+    """table folder"""
     alpha: float = 0.5
+    """new-data fraction of every replay run"""
     arch: str = "qwen"
+    """model family (models/family.py)"""
     cache_dir: str = "runs/data-cache"
+    """where generated worlds and packs are cached"""
     progress: bool = True
+    """progress bars"""
     mesh: str | None = None
+    """shard every run over devices (docs/scale.md)"""
     bpe_vocab: int | None = None
+    """a BPE tokenizer of N entries instead of the word-level one (names share pieces)"""
     methods: tuple[str, ...] = METHODS
+    """comma-separated CPT methods to train, in this order (the table reads every finished run)"""
 
     def __post_init__(self):
         unknown = [s for s in self.sizes if s not in BIOGRAPHY]
@@ -206,36 +218,35 @@ def report(cfg: ScaleConfig, quiet: bool = False) -> dict:
     return results
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="cfka stoc-scale", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="small,w600,w2400",
-                    help=f"comma-separated Biography presets, smallest first ({', '.join(BIOGRAPHY)})")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated CPT/replay seeds (the PT run is shared)")
-    ap.add_argument("--out", default="runs/stoc-scale")
-    ap.add_argument("--alpha", type=float, default=0.5, help="new-data fraction of every replay run")
-    ap.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
-    ap.add_argument("--cache-dir", default="runs/data-cache")
-    ap.add_argument("--bpe-vocab", type=int, default=None, metavar="N",
-                    help="a BPE tokenizer of N entries instead of the word-level one (names share pieces)")
-    ap.add_argument("--methods", default=",".join(METHODS),
-                    help="comma-separated CPT methods to train, in this order (the table reads every finished run)")
-    ap.add_argument("--mesh", default=None, help="shard every run over devices (docs/scale.md)")
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--report-only", action="store_true", help="rewrite the table from finished runs, train nothing")
-    return ap
+@dataclasses.dataclass(frozen=True)
+class Config(ScaleConfig):
+    """``cfka stoc-scale``'s configuration: the table and whether to train."""
+
+    report_only: bool = False
+    """rewrite the table from finished runs, train nothing"""
+
+    def table(self) -> ScaleConfig:
+        return ScaleConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(ScaleConfig)})
+
+
+FLAGS = Flags(Config, prog="cfka stoc-scale", description=__doc__.split("\n\n")[0],
+              choices={"sizes": lambda: list(BIOGRAPHY), "arch": lambda: list(ARCHS), "methods": lambda: METHODS},
+              metavars={"out": "DIR", "bpe_vocab": "N", "sizes": "PRESET,...", "seeds": "SEED,..."})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def parse(argv: list[str] | None = None) -> Config:
+    return FLAGS.parse(argv)
+
+
+def command(cfg: Config) -> int:
+    """Trains (or only reports) the scaling table: ``cfka stoc-scale``'s run function."""
+    (report if cfg.report_only else run)(cfg.table())
+    return 0
 
 
 def cli(argv: list[str]) -> int:
-    a = build_parser().parse_args(argv)
-    try:
-        seeds = tuple(int(s) for s in a.seeds.split(","))
-    except ValueError:
-        raise ValueError(f"--seeds must be comma-separated integers, got {a.seeds!r}") from None
-    cfg = ScaleConfig(sizes=tuple(a.sizes.split(",")), seeds=seeds, out=a.out, alpha=a.alpha, arch=a.arch,
-                      cache_dir=a.cache_dir, progress=not a.no_progress, mesh=a.mesh, bpe_vocab=a.bpe_vocab,
-                      methods=tuple(a.methods.split(",")))
-    (report if a.report_only else run)(cfg)
-    return 0
+    return command(parse(argv))
 
 
 if __name__ == "__main__":

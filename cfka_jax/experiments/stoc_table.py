@@ -12,17 +12,18 @@ statistics), ``table.json`` and ``original_sfta.png`` (Original sFTA over CPT st
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import pathlib
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags
+from cfka_jax.continual.stoc import SCORE_NORMS, SNIPPET_RULES
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.runs.biography import continual, pretrain
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY
-from cfka_jax.runs.specs import CPTSpec, PTSpec
+from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec
 from cfka_jax.eval.coverage import fact_coverage
 from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches
 
@@ -31,6 +32,7 @@ PAPER_KINDS = ("stoc", "random", "lamol")
 
 ALPHAS = (0.5, 0.67, 0.8, 0.9)
 UPDATES = ("full", "freeze")
+LAMOL_SAMPLERS = ("stoc", "topk20")  # runs/replay.ReplaySwitches.lamol_sampler
 KIND_NAMES = {"random": "Random", "lamol": "LAMOL", "stoc": "STOC"}
 PAPER = {  # spec §9, Pythia-160M: (Original sFTA, Original EM, Continual sFTA)
     (0.5, "random", "full"): (17.68, 3.14, 90.37), (0.5, "lamol", "full"): (19.90, 5.95, 92.58),
@@ -69,17 +71,29 @@ def table_rows(alphas=ALPHAS, kinds=PAPER_KINDS, updates=UPDATES) -> list[Row]:
 
 @dataclasses.dataclass(frozen=True)
 class TableConfig:
+    """One table (module docstring)."""
+
     preset: str = "small"
+    """Biography scale (runs/presets.py BIOGRAPHY)"""
     out: str = "runs/stoc-small"
+    """table folder (PT run, replay corpora, one folder per CPT run, table.md)"""
     arch: str = "qwen"
+    """model family (models/family.py)"""
     alphas: tuple[float, ...] = ALPHAS
+    """comma-separated new-data fractions, each in (0, 1)"""
     kinds: tuple[str, ...] = PAPER_KINDS
+    """comma-separated generative replay kinds"""
     updates: tuple[str, ...] = UPDATES
-    eval_every: int | None = None  # None: 8 evaluations per CPT run (every 50 steps at the small preset)
+    """comma-separated update modes"""
+    eval_every: int | None = None
+    """FTA evaluation interval, the plot's resolution (default: CPT steps // 8)"""
     replay: ReplaySwitches = ReplaySwitches()
     cache_dir: str = "runs/data-cache"
+    """where generated worlds and packs are cached"""
     progress: bool = True
+    """progress bars"""
     mesh: str | None = None
+    """shard every run over devices, e.g. data=2,fsdp=4 (docs/scale.md)"""
 
     def __post_init__(self):
         if not set(self.kinds) <= set(GENERATIVE) or not set(self.updates) <= set(UPDATES):
@@ -208,36 +222,48 @@ def _write(out: pathlib.Path, cfg: TableConfig, results: dict[Row, dict], histor
     plot_original(out, results, histories)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="cfka stoc-table", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="small", choices=list(BIOGRAPHY))
-    ap.add_argument("--out", default=None, help="table folder (default runs/stoc-<preset>)")
-    ap.add_argument("--arch", default="qwen", choices=["qwen", "pythia"])
-    ap.add_argument("--alphas", default=",".join(map(str, ALPHAS)), help="comma-separated new-data fractions")
-    ap.add_argument("--kinds", default=",".join(PAPER_KINDS), help=f"comma-separated subset of {','.join(GENERATIVE)}")
-    ap.add_argument("--updates", default=",".join(UPDATES), help="comma-separated subset of full,freeze")
-    ap.add_argument("--eval-every", type=int, default=None,
-                    help="FTA evaluation interval, the plot's resolution (default: CPT steps // 8)")
-    ap.add_argument("--score-norm", default="j_plus_1", choices=["j_plus_1", "n_queries"])
-    ap.add_argument("--snippet-rule", default="token_argmax", choices=["token_argmax", "window_sum"])
-    ap.add_argument("--no-minhash", action="store_true", help="code-faithful: no MinHash deduplication")
-    ap.add_argument("--lamol-sampler", default="stoc", choices=["stoc", "topk20"])
-    ap.add_argument("--cache-dir", default="runs/data-cache")
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--report-only", action="store_true", help="rewrite the table from finished runs, train nothing")
-    ap.add_argument("--mesh", default=None, help="shard every run over devices, e.g. data=2,fsdp=4 (docs/scale.md)")
-    return ap
+@dataclasses.dataclass(frozen=True)
+class Config(TableConfig):
+    """``cfka stoc-table``'s configuration: the table, its default folder and whether to train."""
+
+    out: str | None = None
+    """table folder (default runs/stoc-<preset>)"""
+    report_only: bool = False
+    """rewrite the table from finished runs, train nothing"""
+
+    def table(self) -> TableConfig:
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(TableConfig)}
+        return TableConfig(**values | {"out": self.out or f"runs/stoc-{self.preset}"})
+
+
+REPLAY_FLAGS = Flags(ReplaySwitches, prog="replay switches",
+                     choices={"score_norm": lambda: SCORE_NORMS, "snippet_rule": lambda: SNIPPET_RULES,
+                              "lamol_sampler": lambda: LAMOL_SAMPLERS},
+                     help={"score_norm": "STOC token score", "snippet_rule": "STOC snippet rule",
+                           "minhash": "MinHash deduplication of generative replay (off: code-faithful)",
+                           "lamol_sampler": "LAMOL's sampler"},
+                     hidden=("num_source_seqs", "batch_size"))
+"""The generative replay switches as flags of a command (``--score-norm``, ``--no-minhash``, ...)."""
+
+FLAGS = Flags(Config, prog="cfka stoc-table", description=__doc__.split("\n\n")[0],
+              choices={"preset": lambda: list(BIOGRAPHY), "arch": lambda: list(ARCHS),
+                       "kinds": lambda: GENERATIVE, "updates": lambda: UPDATES},
+              nested={"replay": REPLAY_FLAGS}, metavars={"out": "DIR", "alphas": "ALPHA,..."})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def parse(argv: list[str] | None = None) -> Config:
+    return FLAGS.parse(argv)
+
+
+def command(cfg: Config) -> int:
+    """Trains (or only reports) the table: ``cfka stoc-table``'s run function."""
+    (report if cfg.report_only else main)(cfg.table())
+    return 0
 
 
 def cli(argv: list[str]) -> int:
-    a = build_parser().parse_args(argv)
-    switches = ReplaySwitches(score_norm=a.score_norm, snippet_rule=a.snippet_rule, minhash=not a.no_minhash,
-                              lamol_sampler=a.lamol_sampler)
-    (report if a.report_only else main)(TableConfig(preset=a.preset, out=a.out or f"runs/stoc-{a.preset}", arch=a.arch,
-                     alphas=tuple(float(x) for x in a.alphas.split(",")), kinds=tuple(a.kinds.split(",")),
-                     updates=tuple(a.updates.split(",")), eval_every=a.eval_every, replay=switches,
-                     cache_dir=a.cache_dir, progress=not a.no_progress, mesh=a.mesh))
-    return 0
+    return command(parse(argv))
 
 
 if __name__ == "__main__":
