@@ -149,9 +149,11 @@ def _add_run_args(p: argparse.ArgumentParser, default_out: str) -> None:
 
 
 def _add_cpt_args(c: argparse.ArgumentParser) -> None:
+    from cfka_jax.runs.specs import METHODS
+
     c.add_argument("--method", default="naive",
-                   choices=["naive", "ewc", "replay-all", "replay-half", "stoc", "random", "lamol", "first_k",
-                            "random_no_eos", "random_vocab"])
+                   help="a name of the one method registry (runs/method.py) or a combination such as 'stoc + ewc': "
+                        + ", ".join(METHODS))
     c.add_argument("--update", default="full", choices=["full", "freeze", "lora"])
     c.add_argument("--alpha", type=float, default=0.5, help="new-data fraction for replay, in (0, 1)")
     c.add_argument("--ewc-lambda", type=float, default=1e3, help="EWC strength λ >= 0")

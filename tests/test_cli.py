@@ -98,7 +98,7 @@ BAD = [  # (argv, words the one error line must contain)
     (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o"], [MISSING]),
     (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--alpha", "2"], ["alpha", "2"]),
     (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--steps", "0"], ["steps"]),
-    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--methods", "ewc"], ["methods", "ewc"]),
+    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--methods", "no_such_method"], ["--methods", "no_such_method"]),
     (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o"], [MISSING]),
     (["stoc-table", "--preset", "smoke", "--alphas", "0.5,1.5"], ["alpha", "1.5"]),
     (["stoc-table", "--preset", "smoke", "--kinds", "stoc,gen"], ["kinds", "gen"]),

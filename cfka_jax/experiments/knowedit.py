@@ -105,7 +105,10 @@ class KnowEditRun:
         if not self.methods or len(set(self.methods)) != len(self.methods):
             raise ValueError(f"methods must be distinct names (e.g. {','.join(METHODS)}), got {self.methods}")
         for name in self.methods:
-            self.resolved(name)
+            try:
+                self.resolved(name)
+            except ValueError as e:
+                raise ValueError(f"--methods {name!r}: {e}") from e
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
         lookup(KNOWEDIT, self.preset, "KnowEdit")

@@ -127,7 +127,10 @@ class CPTSpec:
         _positive("freeze_layers", self.freeze_layers, minimum=0)
         _positive("lora_rank", self.lora_rank)
         _positive("eval_every", self.eval_every, minimum=0)
-        self.resolved  # noqa: B018 (resolves the method: unknown or unavailable components fail here)
+        try:
+            self.resolved  # noqa: B018 (resolves the method: unknown or unavailable components fail here)
+        except ValueError as e:
+            raise ValueError(f"method (--method) {self.method!r}: {e}") from e
         if self.uses_alpha and not 0.0 < self.alpha < 1.0:
             raise ValueError(f"replay needs 0 < alpha < 1, got {self.alpha}")
         self._check_objective()
