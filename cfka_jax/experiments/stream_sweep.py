@@ -35,6 +35,40 @@ CONFIGS = {
 }
 """Name → the StreamSpec fields it sets (the rest: preset, steps, seed, folders from the command line)."""
 
+REPLAY_PERCENTS = (0, 1, 5, 10, 25, 50)
+PEAKS = (None, 3e-4, 1e-3, 3e-3)
+"""The replay-fraction × re-warm-peak grid (``grid``): replay share in % of the tokens (0 = naive), and the peak
+learning rate every stage re-warms to (None = no re-warming, stages after the first continue at the final rate;
+1e-3 is the small preset's CPT peak)."""
+
+
+def grid_name(percent: int, peak: float | None) -> str:
+    """The configuration of one grid cell; the cells of the main list keep their names."""
+    method = "naive" if percent == 0 else f"replay{percent}"
+    if peak is None:
+        return f"{method}-norewarm"
+    return f"{method}-rewarm" if peak == 1e-3 else f"{method}-peak{peak:g}"
+
+
+def _grid_configs() -> dict[str, dict]:
+    out = {}
+    for percent in REPLAY_PERCENTS:
+        for peak in PEAKS:
+            fields = dict(methods=("naive",) if percent == 0 else ("replay",), rewarm="none" if peak is None
+                          else "rewarm")
+            if percent:
+                fields["alpha"] = round(1 - percent / 100, 4)
+            if peak not in (None, 1e-3):
+                fields["rewarm_peak"] = peak
+            out[grid_name(percent, peak)] = fields
+    return out
+
+
+GRID = _grid_configs()
+CONFIGS = {**CONFIGS, **{k: v for k, v in GRID.items() if k not in CONFIGS}}
+RETRAIN = "retrain"
+"""The full re-train reference (``runs/retrain.py``): one model from scratch on PT + every stage's data."""
+
 COLUMNS = ("avg_acc", "bwt", "bwt_pt", "fwt", "avg_forgetting", "fuar", "plasticity", "stability")
 
 
@@ -52,41 +86,67 @@ def spec_of(name: str, seed: int, args) -> StreamSpec:
 def run(args) -> None:
     from cfka_jax.experiments.stream import main
 
+    from cfka_jax.runs.retrain import RetrainSpec, retrain
+
     names = args.configs.split(",") if args.configs else list(CONFIGS)
-    unknown = sorted(set(names) - set(CONFIGS))
+    unknown = sorted(set(names) - set(CONFIGS) - {RETRAIN})
     if unknown:
-        raise ValueError(f"--configs: unknown {unknown}; known {sorted(CONFIGS)}")
+        raise ValueError(f"--configs: unknown {unknown}; known {sorted(CONFIGS) + [RETRAIN]}")
     i, n = (int(x) for x in args.worker.split("/"))
     for k, (name, seed) in enumerate(jobs(names, [int(s) for s in args.seeds.split(",")])):
         if k % n == i:
             print(f"[sweep] {name} seed {seed}", flush=True)
-            main(spec_of(name, seed, args))
+            if name == RETRAIN:
+                retrain(RetrainSpec(preset=args.preset, out=str(pathlib.Path(args.root) / f"{name}-seed{seed}"),
+                                    stages=3, seed=seed, cache_dir=args.cache_dir, progress=False))
+            else:
+                main(spec_of(name, seed, args))
 
 
-def table(root: pathlib.Path) -> str:
-    """The mean (min–max over seeds) of every measure per configuration, ×100 (FUAR and stability as ratios)."""
+def _scale(col: str) -> float:
+    return 1.0 if col in ("fuar", "stability") else 100.0
+
+
+def _cell(vals: list[float], scale: float) -> str:
+    """Mean (min–max) of already-scaled values; 100 → one decimal, 1 → two."""
+    if not vals:
+        return "n.d."
+    v, fmt = np.asarray(vals), "{:.2f}" if scale == 1.0 else "{:.1f}"
+    return fmt.format(v.mean()) + (f" ({fmt.format(v.min())}–{fmt.format(v.max())})" if len(v) > 1 else "")
+
+
+def _read(root: pathlib.Path) -> dict[str, list[dict]]:
+    """Configuration name → its seeds' measures: ``final_T0`` and every column (None where undefined)."""
     rows: dict[str, list[dict]] = {}
     for f in sorted(root.glob("*-seed*/stream.json")):
         summary = jsonio.read_json_object(f, "a stream summary (JSON object)")
-        rows.setdefault(f.parent.name.rsplit("-seed", 1)[0], []).append(summary)
+        rows.setdefault(f.parent.name.rsplit("-seed", 1)[0], []).append(
+            {"final_T0": summary["matrix"][-1][0], **{c: summary[c] for c in COLUMNS}})
+    for f in sorted(root.glob(f"{RETRAIN}-seed*/retrain.json")):
+        summary = jsonio.read_json_object(f, "a re-train summary (JSON object)")
+        rows.setdefault(RETRAIN, []).append({"final_T0": summary["final_T0"], "avg_acc": summary["avg_acc"],
+                                             **{c: None for c in COLUMNS if c != "avg_acc"}})
+    return rows
+
+
+def table(root: pathlib.Path) -> str:
+    """The mean (min–max over seeds) of every measure per configuration, ×100 (FUAR and stability as ratios),
+    then the replay-fraction × re-warm-peak grid of final Original, ACC and forgetting (seed means)."""
+    rows = _read(root)
     lines = ["| stream | seeds | final Original (T0) | " + " | ".join(COLUMNS) + " |", "|" + "---|" * (len(COLUMNS) + 3)]
     out = {}
-    for name in [n for n in CONFIGS if n in rows] + sorted(set(rows) - set(CONFIGS)):
-        runs = rows[name]
-        cells, out[name] = [], {}
-        for col in ("final_T0",) + COLUMNS:
-            vals = [r["matrix"][-1][0] if col == "final_T0" else r[col] for r in runs]
-            vals = [v for v in vals if v is not None]
-            scale = 1.0 if col in ("fuar", "stability") else 100.0
-            if not vals:
-                cells.append("n.d.")
-                continue
-            v = scale * np.asarray(vals)
-            out[name][col] = [float(x) for x in v]
-            fmt = "{:.2f}" if scale == 1.0 else "{:.1f}"
-            cells.append(fmt.format(v.mean()) + (f" ({fmt.format(v.min())}–{fmt.format(v.max())})" if len(v) > 1
-                                                 else ""))
-        lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
+    for name in [n for n in (*CONFIGS, RETRAIN) if n in rows] + sorted(set(rows) - set(CONFIGS) - {RETRAIN}):
+        out[name] = {col: [_scale(col) * float(r[col]) for r in rows[name] if r[col] is not None]
+                     for col in ("final_T0",) + COLUMNS}
+        cells = [_cell(out[name][col], _scale(col)) for col in ("final_T0",) + COLUMNS]
+        lines.append(f"| {name} | {len(rows[name])} | " + " | ".join(cells) + " |")
+    for col, title in (("final_T0", "final Original (T0)"), ("avg_acc", "ACC"), ("avg_forgetting", "forgetting")):
+        lines += ["", f"{title}, replay share (rows) × re-warm peak (columns; none = no re-warming), ×100:", "",
+                  "| replay | " + " | ".join("none" if pk is None else f"{pk:g}" for pk in PEAKS) + " |",
+                  "|" + "---|" * (len(PEAKS) + 1)]
+        for percent in REPLAY_PERCENTS:
+            cells = [_cell(out.get(grid_name(percent, pk), {}).get(col, []), 100.0) for pk in PEAKS]
+            lines.append(f"| {percent} % | " + " | ".join(cells) + " |")
     jsonio.write_json_atomic(root / "table.json", out, indent=1)
     text = "\n".join(lines) + "\n"
     jsonio.write_text_atomic(root / "table.md", text)
@@ -102,7 +162,7 @@ def cli(argv: list[str] | None = None) -> int:
     r.add_argument("--preset", default="small")
     r.add_argument("--stage-steps", type=int, default=None)
     r.add_argument("--seeds", default="0,1")
-    r.add_argument("--configs", default=None, help=f"comma list of {', '.join(CONFIGS)} (default: all)")
+    r.add_argument("--configs", default=None, help=f"comma list of {', '.join([*CONFIGS, RETRAIN])} (default: the streams)")
     r.add_argument("--cache-dir", default="runs/data-cache")
     r.add_argument("--worker", default="0/1", help="i/n: run jobs k with k %% n == i")
     t = sub.add_parser("table")

@@ -23,3 +23,26 @@ def test_table_means_over_seeds(tmp_path):
     text = sweep.table(tmp_path)
     assert "| gpm-rewarm | 2 | 40.0 (40.0–40.0) |" in text and "-20.0 (-30.0–-10.0)" in text and "n.d." in text
     assert json.loads((tmp_path / "table.json").read_text())["gpm-rewarm"]["bwt"] == [-10.0, -30.0]
+
+
+def test_grid_reuses_the_main_cells_and_sets_alpha_and_peak():
+    assert sweep.grid_name(0, 1e-3) == "naive-rewarm" and sweep.grid_name(25, None) == "replay25-norewarm"
+    assert sweep.grid_name(5, 1e-3) == "replay5-rewarm" and sweep.grid_name(10, 3e-3) == "replay10-peak0.003"
+    assert sweep.CONFIGS["replay1-peak0.0003"] == dict(methods=("replay",), rewarm="rewarm", alpha=0.99,
+                                                       rewarm_peak=3e-4)
+    assert sweep.CONFIGS["naive-norewarm"] == dict(methods=("naive",), rewarm="none")
+    assert len(sweep.GRID) == len(sweep.REPLAY_PERCENTS) * len(sweep.PEAKS)
+
+
+def test_table_has_the_retrain_row_and_the_grid(tmp_path):
+    for name, t0 in (("naive-rewarm", 0.2), ("replay50-peak0.003", 0.6)):
+        d = tmp_path / f"{name}-seed0"
+        d.mkdir()
+        (d / "stream.json").write_text(json.dumps({c: 0.1 for c in sweep.COLUMNS} | {"matrix": [[0.8], [t0]]}))
+    d = tmp_path / "retrain-seed0"
+    d.mkdir()
+    (d / "retrain.json").write_text(json.dumps({"final_T0": 0.9, "avg_acc": 0.7, "row": [0.9, 0.7]}))
+    text = sweep.table(tmp_path)
+    assert "| retrain | 1 | 90.0 | 70.0 | n.d. |" in text
+    grid = text.split("final Original (T0), replay share")[1]
+    assert "| 0 % | n.d. | n.d. | 20.0 | n.d. |" in grid and "| 50 % | n.d. | n.d. | n.d. | 60.0 |" in grid
