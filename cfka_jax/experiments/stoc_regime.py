@@ -38,9 +38,9 @@ from cfka_jax.data.sharing import format_sharing, interfered_facts, name_sharing
 from cfka_jax.eval.coverage import corpus_measures
 from cfka_jax.runs.biography import build_model, continual
 from cfka_jax.runs.folder import RunFolder
-from cfka_jax.runs.presets import BIOGRAPHY
+from cfka_jax.runs.presets import BIOGRAPHY, override
 from cfka_jax.runs.replay import ReplaySwitches, ensure_replay, replay_made_from, synthetic_replay_config
-from cfka_jax.runs.specs import CPTSpec
+from cfka_jax.runs.specs import ARCHS, CPTSpec, UPDATES
 from cfka_jax.train.step import make_eval_logits, master_params
 from cfka_jax.experiments.replay_retention import occurrence_soft
 
@@ -64,8 +64,17 @@ class RegimeConfig:
     naive: bool = False
     pt_checkpoint: bool = False
     arch: str = "qwen"
+    update: str = "full"
+    lora_rank: int | None = None
+    freeze_layers: int | None = None
+    bpe_vocab: int | None = None
     cache_dir: str = "runs/data-cache"
     progress: bool = True
+
+    @property
+    def scale(self):
+        """The preset with the run's BPE tokenizer (what the PT run of ``pt_dir`` was trained with)."""
+        return override(BIOGRAPHY[self.preset], {"bpe_vocab": self.bpe_vocab} if self.bpe_vocab else {})
 
     def __post_init__(self):
         if self.preset not in BIOGRAPHY:
@@ -80,6 +89,8 @@ class RegimeConfig:
             raise ValueError(f"--sources must be >= 1 and --alpha in (0, 1), got {self.sources}, {self.alpha}")
         if (self.train or self.naive) and self.pt_checkpoint:
             raise ValueError("--train / --naive need the finished PT run; drop --pt-checkpoint")
+        if self.arch not in ARCHS or self.update not in UPDATES:
+            raise ValueError(f"--arch in {ARCHS}, --update in {UPDATES}; got {self.arch!r}, {self.update!r}")
 
 
 def switches(cfg: RegimeConfig, kind: str) -> ReplaySwitches:
@@ -88,7 +99,7 @@ def switches(cfg: RegimeConfig, kind: str) -> ReplaySwitches:
 
 def pt_model(cfg: RegimeConfig, vocab_size: int):
     """(the PT model, its step): final parameters, or the newest training checkpoint with ``pt_checkpoint``."""
-    p, folder = BIOGRAPHY[cfg.preset], RunFolder(cfg.pt_dir)
+    p, folder = cfg.scale, RunFolder(cfg.pt_dir)
     graphdef, params, rest = nnx.split(build_model(p, cfg.arch, vocab_size, seed=0), nnx.Param, ...)
     load = folder.checkpoint_params if cfg.pt_checkpoint else folder.load_params
     params, step = load(master_params(params))
@@ -136,6 +147,8 @@ def train_cell(cfg: RegimeConfig, kind: str | None, seed: int, data) -> dict:
     out = pathlib.Path(cfg.out) / f"cpt-{name}-seed{seed}"
     spec = CPTSpec(preset=cfg.preset, out=str(out), method=KINDS[kind][0] if kind else "naive", alpha=cfg.alpha,
                    arch=cfg.arch, seed=seed, pt_dir=cfg.pt_dir, cache_dir=cfg.cache_dir, progress=cfg.progress,
+                   update=cfg.update, lora_rank=cfg.lora_rank, freeze_layers=cfg.freeze_layers,
+                   bpe_vocab=cfg.bpe_vocab,
                    **({"replay": switches(cfg, kind),
                        "replay_dir": str(pathlib.Path(cfg.out) / f"replay-{kind}-seed{seed}")} if kind else {}))
     split_path = out / "retention_split.json"
@@ -164,7 +177,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main_cfg(cfg: RegimeConfig) -> list[dict]:
-    data = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
+    data = build_data(cfg.scale.data_config(), cfg.cache_dir)
     sharing = name_sharing(data.world)
     print(f"[stoc-regime] world {cfg.preset}: {format_sharing(sharing)}")
     model, step = pt_model(cfg, len(data.tokenizer))
@@ -205,7 +218,7 @@ def report(cfg: RegimeConfig, sharing: dict | None = None) -> list[dict]:
     out = pathlib.Path(cfg.out)
     rows = collect(out)
     if sharing is None:
-        sharing = name_sharing(build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir).world)
+        sharing = name_sharing(build_data(cfg.scale.data_config(), cfg.cache_dir).world)
     jsonio.write_json_atomic(out / "table.json", {"preset": cfg.preset, "sharing": sharing, "rows": rows}, indent=1)
     jsonio.write_text_atomic(out / "table.md", f"world {cfg.preset}: {format_sharing(sharing)}\n\n"
                              + markdown(rows) + "\n")
@@ -225,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--naive", action="store_true", help="also run naive CPT (the control), per seed")
     ap.add_argument("--report", action="store_true", help="only collect what is finished into table.md/json")
     ap.add_argument("--pt-checkpoint", action="store_true", help="prompt the PT run's newest training checkpoint")
+    ap.add_argument("--arch", default="qwen", choices=ARCHS, help="the PT run's model family")
+    ap.add_argument("--update", default="full", choices=UPDATES, help="CPT update mode (full, freeze, lora)")
+    ap.add_argument("--lora-rank", type=int, default=None, help="LoRA rank (default: the preset's)")
+    ap.add_argument("--freeze-layers", type=int, default=None, help="frozen bottom blocks (default: the preset's)")
+    ap.add_argument("--bpe-vocab", type=int, default=None, help="the PT run's BPE tokenizer size (cfka pt --bpe-vocab)")
     ap.add_argument("--cache-dir", default="runs/data-cache")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
@@ -232,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = RegimeConfig(preset=a.preset, pt_dir=a.pt_dir, out=a.out, kinds=tuple(k for k in a.kinds.split(",") if k),
                            seeds=tuple(int(s) for s in a.seeds.split(",")), sources=a.sources, alpha=a.alpha,
                            train=a.train, naive=a.naive or a.report, pt_checkpoint=a.pt_checkpoint, cache_dir=a.cache_dir,
-                           progress=not a.no_progress)
+                           progress=not a.no_progress, arch=a.arch, update=a.update, lora_rank=a.lora_rank,
+                           freeze_layers=a.freeze_layers, bpe_vocab=a.bpe_vocab)
     except ValueError as err:
         ap.error(str(err))  # exit 2, naming the flag
     report(cfg) if a.report else main_cfg(cfg)

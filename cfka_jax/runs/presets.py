@@ -100,6 +100,7 @@ class Preset:
     mc_max_length: int = 2048
     bpe_vocab: int | None = None
     name_pool: tuple[int, int, int] | None = None
+    bios_per_person: int | None = None
 
     def __post_init__(self):
         _check_ints(self, ("seq_len", "eval_batch", "em_docs", "freeze_layers", "lora_rank", "mc_max_length"),
@@ -122,6 +123,8 @@ class Preset:
             cfg = dataclasses.replace(cfg, bpe_vocab=self.bpe_vocab)
         if self.name_pool is not None:
             cfg = dataclasses.replace(cfg, bio=dataclasses.replace(cfg.bio, name_pool=self.name_pool))
+        if self.bios_per_person is not None:
+            cfg = dataclasses.replace(cfg, bio=dataclasses.replace(cfg.bio, train_bios_per_person=self.bios_per_person))
         return dataclasses.replace(cfg, seq_len=self.seq_len) if self.seq_len is not None else cfg
 
 
@@ -193,6 +196,12 @@ BIOGRAPHY["small1"] = dataclasses.replace(BIOGRAPHY["small"], name="small1", mod
 BIOGRAPHY["names150x4"] = dataclasses.replace(
     BIOGRAPHY["names150"], name="names150x4",
     cpt=dataclasses.replace(BIOGRAPHY["names150"].cpt, steps=1600, warmup=160, eval_every=400, ckpt_every=400))
+BIOGRAPHY["names150x16"] = dataclasses.replace(
+    BIOGRAPHY["names150"], name="names150x16",
+    cpt=dataclasses.replace(BIOGRAPHY["names150"].cpt, steps=6400, warmup=640, eval_every=1600, ckpt_every=1600))
+# The 1-Aug world of issue #23 (Allen-Zhu & Li's bioS single): names150 with ONE training biography per person
+# (and the three test biographies), the same PT and CPT steps, so each training biography is seen 5× as often.
+BIOGRAPHY["names150_1aug"] = dataclasses.replace(BIOGRAPHY["names150"], name="names150_1aug", bios_per_person=1)
 
 KNOWEDIT = {
     "paper": Preset("paper", cpt=Schedule(8000, 500, 5e-5, 1e-5, batch=48, eval_every=500), seq_len=256,

@@ -20,6 +20,21 @@ def test_config_checks_name_the_flag():
         sr.main(["--pt-dir", "x", "--out", "y", "--kinds", "bogus"])
     assert err.value.code == 2
     assert sr.switches(sr.RegimeConfig(), "stoc_nq").score_norm == "n_queries"
+    with pytest.raises(ValueError, match="--update"):
+        sr.RegimeConfig(update="half")
+    with pytest.raises(SystemExit) as err:
+        sr.main(["--pt-dir", "x", "--out", "y", "--arch", "gpt2"])
+    assert err.value.code == 2
+
+
+def test_bpe_vocab_reaches_the_data_config_and_presets_reach_the_world():
+    assert sr.RegimeConfig(bpe_vocab=1024).scale.data_config().bpe_vocab == 1024
+    assert sr.RegimeConfig().scale.data_config().bpe_vocab is None
+    from cfka_jax.runs.presets import BIOGRAPHY
+
+    one = BIOGRAPHY["names150_1aug"].data_config().bio
+    assert one.train_bios_per_person == 1 and one.name_pool == BIOGRAPHY["names150"].name_pool
+    assert BIOGRAPHY["names150x16"].cpt.steps == 16 * BIOGRAPHY["names150"].cpt.steps
 
 
 def test_collect_joins_corpus_measures_and_cpt_runs(tmp_path):
