@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--cache-dir", dest="cache_dir", default="runs/data-cache")
     t.add_argument("--resets", type=lambda s: tuple(r.strip() for r in s.split(",") if r.strip()),
                    help="resets swept, e.g. none,readout (default none,readout,readout_only,paper_last4)")
+    t.add_argument("--world", choices=("biography", "ood"), default="biography",
+                   help="biography: Biography PT/CPT; ood: long CPT on a fact domain, out-of-domain probe tasks")
+    t.add_argument("--seeds", type=_ints, help="ood world: seeds, e.g. 0,1,2 (default the scale's)")
     return p
 
 

@@ -60,25 +60,38 @@ def resets_for(num_layers: int) -> dict[str, ResetConfig]:
 
 
 RESETS = ("none", "readout", "readout_only", "paper_last4")
+OOD_RESETS = (*RESETS, "last4")
+"""``--world ood`` also takes ``last4`` (readout + 4 blocks, k = 4 literally)."""
+WORLDS = ("biography", "ood")
 
 
 @dataclasses.dataclass(frozen=True)
 class TransmissionConfig:
     """``resets``: the resets swept (``none`` and one of ``readout`` / ``paper_last4`` are needed for the
-    drop-vs-gain statistic); ``paper_last4`` is the literal-named top-(L − 1) reset on a model under 4 blocks."""
+    drop-vs-gain statistic); ``paper_last4`` is the literal-named top-(L − 1) reset on a model under 4 blocks.
+    ``world``: ``biography`` (PT/CPT on Biography people, probes = the PT people's facts) or ``ood`` (PT on
+    out-of-domain rule tasks, long CPT on a fact domain, probes = those tasks; ``geometry_transmission_ood``);
+    ``seeds``: the ``ood`` world's seeds (empty: the scale's)."""
 
     scale: str = "smoke"
     arch: str = "qwen"
     cache_dir: str = "runs/data-cache"
     sft_lr: float = 1e-3
     resets: tuple[str, ...] = RESETS
+    world: str = "biography"
+    seeds: tuple[int, ...] = ()
     out: str = "runs/geometry/transmission"
 
     def __post_init__(self):
-        unknown = set(self.resets) - set(RESETS)
-        if unknown or "none" not in self.resets or not set(self.resets) & {"readout", "paper_last4"}:
-            raise ValueError(f"resets must be drawn from {RESETS} and hold 'none' and 'readout' or 'paper_last4', "
+        if self.world not in WORLDS:
+            raise ValueError(f"world must be one of {WORLDS}, got {self.world!r}")
+        allowed = OOD_RESETS if self.world == "ood" else RESETS
+        unknown = set(self.resets) - set(allowed)
+        if unknown or "none" not in self.resets or not set(self.resets) & {"readout", "paper_last4", "last4"}:
+            raise ValueError(f"resets must be drawn from {allowed} and hold 'none' and 'readout' or 'paper_last4', "
                              f"got {self.resets}")
+        if any(not isinstance(s, int) or s < 0 for s in self.seeds):
+            raise ValueError(f"seeds must be non-negative integers, got {self.seeds}")
 
 
 def checkpoints(total: int) -> list[int]:
@@ -236,6 +249,10 @@ def _plots(out, r_at, corr):
 
 
 def run_transmission(cfg: TransmissionConfig) -> dict:
+    if cfg.world == "ood":
+        from cfka_jax.experiments.geometry_transmission_ood import run_ood
+
+        return run_ood(cfg)
     from cfka_jax.data.pipeline import build_data
     from cfka_jax.runs.presets import BIOGRAPHY
 

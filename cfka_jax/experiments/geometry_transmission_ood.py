@@ -1,0 +1,249 @@
+"""``cfka geometry transmission --world ood``: transmission over a long CPT run with separate out-of-domain probe
+tasks, the readout and last-k-block resets, and the drop-vs-gain correlation (spec §7, issue 25).
+
+Per seed (``geometry/ood.py`` world, a tied Qwen2 port with ≥ 6 blocks):
+
+1. PT on the mixture of the out-of-domain tasks ``ident_a`` / ``ident_b`` / ``longform`` (their ``pt`` rows,
+   AdamW, cosine to lr/10), then CPT on the domain fact corpus only (AdamW, constant lr after a 5 % warm-up, the
+   §7.2 schedule), keeping the parameters at every step of ``checkpoints`` (≥ 8 of them).
+2. ``R_mean`` (§7.1) at the base model and every checkpoint on each task's ``probe`` split and on ``bio`` (the
+   domain's value tokens, in domain).
+3. SFT plasticity (§7.3): from the base model and from each checkpoint, with each reset of ``resets`` (§7.4:
+   ``none``; ``readout`` = "Reset readout"; ``readout_only``; ``paper_last4`` = readout + 3 blocks, the release's
+   ``--reset_last_l_layers 4``; ``last4`` = readout + 4 blocks, k = 4 literally), fine-tune on task D's ``sft``
+   rows and read D's probe loss before and after (``plasticity.Trainer``).
+4. §7.5: points (D, c ≠ base); ``ΔR(D, c) = (R_D(base) − R_D(c)) / R_D(base)`` on D's own probe (``ρ_task``), on
+   ``bio`` (``ρ_bio``) or the mean relative drop over all four probe sets (``ρ_pooled``); gain =
+   ``L_final(c, none) − L_final(c, reset)`` for every reset (and the minimum-loss variant). Spearman per seed and
+   pooled over seeds (points (seed, D, c)).
+
+Writes ``transmission.json`` / ``transmission.md``, ``transmission_R.png`` and ``reset_gain_vs_drop.png`` in
+``--out``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from cfka_jax.geometry.net import Net
+from cfka_jax.geometry.ood import TASKS, OODWorldConfig, make_world
+from cfka_jax.geometry.plasticity import SFTConfig, Trainer, drop_gain
+from cfka_jax.geometry.readout import probe_transmission, transmission_tokens
+from cfka_jax.geometry.resets import ResetConfig, build, reset
+from cfka_jax.geometry.synthetic import ModelConfig
+from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_json, write_markdown
+
+
+@dataclasses.dataclass(frozen=True)
+class OODScale:
+    """Sizes of one run of the OOD-probe transmission study (``checkpoints``: CPT steps, the last = ``cpt_steps``)."""
+
+    world: OODWorldConfig
+    model: ModelConfig
+    pt_steps: int
+    pt_lr: float
+    cpt_steps: int
+    cpt_lr: float
+    checkpoints: tuple[int, ...]
+    sft_steps: int
+    batch: int
+    seeds: tuple[int, ...]
+
+    def __post_init__(self):
+        if sorted(set(self.checkpoints)) != list(self.checkpoints) or self.checkpoints[-1] != self.cpt_steps \
+                or self.checkpoints[0] < 1:
+            raise ValueError(f"checkpoints must increase from >= 1 to cpt_steps ({self.cpt_steps}), "
+                             f"got {self.checkpoints}")
+
+
+OOD_SCALES = {
+    "smoke": OODScale(OODWorldConfig(pt=12, sft=6, probe=6, classes=3, entities=6, parallel=4),
+                      ModelConfig(hidden=16, layers=6, heads=2, kv_heads=1, intermediate=24), pt_steps=4,
+                      pt_lr=3e-3, cpt_steps=8, cpt_lr=1e-3, checkpoints=(2, 4, 8), sft_steps=2, batch=8,
+                      seeds=(0,)),
+    "small": OODScale(OODWorldConfig(), ModelConfig(hidden=48, layers=6, heads=4, kv_heads=2, intermediate=96),
+                      pt_steps=1500, pt_lr=3e-3, cpt_steps=1200, cpt_lr=1e-3,
+                      checkpoints=(10, 25, 50, 100, 200, 350, 500, 700, 950, 1200), sft_steps=30, batch=32,
+                      seeds=(0, 1, 2)),
+}
+
+
+def reset_table(num_layers: int) -> dict[str, ResetConfig]:
+    """The resets of the study by name (``last4`` needs ≥ 4 blocks, ``paper_last4`` ≥ 3)."""
+    table = {"none": ResetConfig(), "readout": ResetConfig("readout"), "readout_only": ResetConfig("readout_only")}
+    if num_layers >= 3:
+        table["paper_last4"] = ResetConfig("readout", paper_last4=True)
+    if num_layers >= 4:
+        table["last4"] = ResetConfig("readout", top_blocks=4)
+    return table
+
+
+def _pure(params) -> dict:
+    """A plain nested dict of numpy arrays (from an ``nnx.State`` or a plain dict)."""
+    return jax.tree.map(np.asarray, nnx.to_pure_dict(params) if isinstance(params, nnx.State) else params)
+
+
+def _train(graphdef, rest, params, split, *, steps: int, lr: float, min_lr: float, batch: int, seed: int,
+           at=(), callback=None):
+    """AdamW on ``split`` (warm-up 5 %, cosine from ``lr`` to ``min_lr``: ``min_lr = lr`` is the constant CPT
+    schedule), batches drawn without replacement from ``Random(seed)``; ``callback(pure params, step)`` after each
+    step in ``at``. Returns the final pure parameters."""
+    from cfka_jax.train.loop import LoopConfig, run_loop
+    from cfka_jax.train.optim import OptimConfig, make_optimizer
+    from cfka_jax.train.step import init_state, make_train_step
+
+    tx = make_optimizer(OptimConfig(peak_lr=lr, min_lr=min_lr, warmup_steps=max(1, steps // 20),
+                                    total_steps=max(steps, 1), weight_decay=0.0))
+    step = make_train_step(graphdef, rest, tx)
+    state = init_state(jax.tree.map(jnp.copy, params), tx)
+    rng = np.random.default_rng(seed)
+    wanted = set(at)
+
+    def batch_at(t: int) -> dict:
+        idx = rng.choice(len(split), size=min(batch, len(split)), replace=False)
+        return {"tokens": jnp.asarray(split.tokens[idx]), "target_mask": jnp.asarray(split.mask[idx])}
+
+    def snap(t, s):
+        callback(_pure(s.params), t)
+
+    state = run_loop(state, step, batch_at, cfg=LoopConfig(steps=steps, log_every=max(steps, 1), progress=False),
+                     state_at=(lambda t: t in wanted) if callback else None, on_state=snap if callback else None).state
+    return _pure(state.params)
+
+
+def run_seed(s: OODScale, seed: int, resets: tuple[str, ...], sft_lr: float, log=print) -> dict:
+    """PT, CPT, R at every checkpoint and the SFT sweep of one seed."""
+    t0 = time.time()
+    world = make_world(dataclasses.replace(s.world, seed=seed))
+    model = dataclasses.replace(s.model, seed=seed).build(world.vocab_size)
+    model_cls, cfg = type(model), model.cfg
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    base = _train(graphdef, rest, params, world.pt_mix, steps=s.pt_steps, lr=s.pt_lr, min_lr=s.pt_lr / 10,
+                  batch=s.batch, seed=seed)
+    snaps: dict[int, dict] = {}
+    _train(graphdef, rest, base, world.cpt, steps=s.cpt_steps, lr=s.cpt_lr, min_lr=s.cpt_lr, batch=s.batch,
+           seed=seed, at=s.checkpoints, callback=lambda p, t: snaps.__setitem__(t, p))
+    log(f"[transmission ood] seed {seed}: PT + CPT done in {time.time() - t0:.0f} s")
+    probes = {d: world.tasks[d]["probe"].batches(64) for d in TASKS}
+    probes["bio"] = world.bio.batches(64)
+    train = {d: world.tasks[d]["sft"].batches(s.batch) for d in TASKS}
+    net = Net(graphdef, rest, cfg)
+    fn = jax.jit(lambda p, b: transmission_tokens(p, b, net=net))
+    r_at = {c: {p: probe_transmission(snaps[c] if c else base, b, net=net, fn=fn)["R_mean"]
+                for p, b in probes.items()} for c in [0, *s.checkpoints]}
+    table = reset_table(cfg.num_hidden_layers)
+    unknown = set(resets) - set(table)
+    if unknown:
+        raise ValueError(f"resets {sorted(unknown)} need more blocks than the model's {cfg.num_hidden_layers}")
+    trainer = Trainer(SFTConfig(steps=s.sft_steps, lr=sft_lr))
+    nets, curves = {}, {}
+    for c in [0, *s.checkpoints]:
+        for name in (("none",) if c == 0 else resets):
+            cfg_r, p_r = reset(snaps[c] if c else base, base, cfg, cfg, table[name])
+            key = repr(cfg_r)
+            if key not in nets:
+                g, _, r = nnx.split(build(model_cls, cfg_r, p_r), nnx.Param, ...)
+                nets[key] = (g, r)
+            for d in TASKS:
+                curves[(c, name, d)] = trainer.curve(*nets[key], p_r, train[d], probes[d])
+    log(f"[transmission ood] seed {seed}: sweep done, {time.time() - t0:.0f} s in all")
+    return {"R": r_at, "curves": curves, "seconds": time.time() - t0,
+            "params": int(sum(x.size for x in jax.tree.leaves(base)))}
+
+
+def correlations(runs: dict[int, dict], checkpoints, resets) -> dict:
+    """``rho_{task,bio,pooled}/<reset>/<L_final|L_min>`` per seed (``seed<k>/…``) and pooled over seeds."""
+    out = {}
+    for reset_name in [r for r in resets if r != "none"]:
+        for key in ("L_final", "L_min"):
+            pooled = {"task": ({}, {}, {}, {}), "bio": ({}, {}, {}, {}), "pooled": ({}, {}, {}, {})}
+            for seed, run in runs.items():
+                r_at, cur = run["R"], run["curves"]
+                r0 = r_at[0]
+                per = {"task": ({}, {}, {}, {}), "bio": ({}, {}, {}, {}), "pooled": ({}, {}, {}, {})}
+                for d in TASKS:
+                    for c in checkpoints:
+                        point = (seed, d, c)
+                        none, rst = cur[(c, "none", d)][key], cur[(c, reset_name, d)][key]
+                        sources = {"task": (r0[d], r_at[c][d]), "bio": (r0["bio"], r_at[c]["bio"]),
+                                   "pooled": (1.0, 1.0 - np.mean([(r0[p] - r_at[c][p]) / r0[p] for p in r0]))}
+                        for kind, (rb, rc) in sources.items():
+                            for acc in (per[kind], pooled[kind]):
+                                acc[0][point], acc[1][point], acc[2][point], acc[3][point] = rb, rc, none, rst
+                for kind, acc in per.items():
+                    out[f"seed{seed}/rho_{kind}/{reset_name}/{key}"] = _rho(*acc)
+            for kind, acc in pooled.items():
+                out[f"rho_{kind}/{reset_name}/{key}"] = _rho(*acc)
+    return out
+
+
+def _rho(r_base, r_ckpt, none, rst):
+    # drop_gain keys R(base) by the first element of the point; points here are (seed, task, checkpoint)
+    return drop_gain({k: r_base[k] for k in r_base}, {(k, 0): r_ckpt[k] for k in r_ckpt},
+                     {(k, 0): none[k] for k in none}, {(k, 0): rst[k] for k in rst})
+
+
+def _plots(out, runs, corr, checkpoints, reset_main):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    steps = [0, *checkpoints]
+    for i, p in enumerate([*TASKS, "bio"]):
+        vals = np.array([[run["R"][c][p] for c in steps] for run in runs.values()])
+        ax.errorbar(np.maximum(steps, 1), vals.mean(0), yerr=vals.std(0), fmt="o-", ms=3, color=f"C{i}",
+                    label=p + (" (in domain)" if p == "bio" else ""))
+    ax.set(xscale="log", xlabel="CPT step (0 plotted at 1)", ylabel="R_mean", title="transmission (mean ± sd, seeds)")
+    ax.legend(fontsize=7)
+    save_plot(fig, out, "transmission_R")
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6))
+    for ax, kind in zip(axes, ("task", "bio")):
+        c = corr[f"rho_{kind}/{reset_main}/L_final"]
+        drop, gain = np.asarray(c["drop"]), np.asarray(c["gain"])
+        task_of = [p[0].split(",")[1].strip(" '") for p in c["points"]]
+        for i, d in enumerate(TASKS):
+            m = np.array([t == d for t in task_of])
+            ax.scatter(drop[m], gain[m], s=12, color=f"C{i}", label=d)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set(xlabel=f"ΔR ({'own probe' if kind == 'task' else 'bio probe'})", ylabel=f"gain ({reset_main})",
+               title=f"ρ_{kind} = {c['rho']:.2f} (n = {c['n']})")
+    axes[0].legend(fontsize=7)
+    save_plot(fig, out, "reset_gain_vs_drop")
+
+
+def run_ood(cfg) -> dict:
+    """The study for a ``TransmissionConfig`` with ``world='ood'``."""
+    import pathlib
+
+    s = OOD_SCALES[cfg.scale]
+    seeds = tuple(cfg.seeds) or s.seeds
+    resets = tuple(cfg.resets)
+    runs = {seed: run_seed(s, seed, resets, cfg.sft_lr) for seed in seeds}
+    corr = correlations(runs, s.checkpoints, resets)
+    out = pathlib.Path(cfg.out)
+    result = {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), "checkpoints": list(s.checkpoints),
+              "R": {seed: run["R"] for seed, run in runs.items()}, "correlations": corr,
+              "seconds": {seed: run["seconds"] for seed, run in runs.items()},
+              "params": runs[seeds[0]]["params"],
+              "sft": [{"seed": seed, "checkpoint": c, "reset": r, "task": t, **v}
+                      for seed, run in runs.items() for (c, r, t), v in run["curves"].items()]}
+    write_json(out, "transmission", result)
+    probes = [*TASKS, "bio"]
+    body = "R_mean per probe set over CPT steps (mean over seeds):\n\n" + markdown_table(
+        ["step", *probes], [[c, *(float(np.mean([run["R"][c][p] for run in runs.values()])) for p in probes)]
+                            for c in [0, *s.checkpoints]])
+    plast = [[c, r, *(float(np.mean([run["curves"][(c, r, d)][k] for run in runs.values() for d in TASKS]))
+                      for k in ("L0", "L_final", "plast"))]
+             for c in [0, *s.checkpoints] for r in (("none",) if c == 0 else resets)]
+    body += "\nSFT from each checkpoint (mean over seeds and tasks):\n\n" + markdown_table(
+        ["checkpoint", "reset", "L0", "L_final", "plasticity"], plast)
+    body += "\nTransmission drop vs reset gain (Spearman):\n\n" + markdown_table(
+        ["statistic", "ρ", "p", "n"], [[k, v["rho"], v["p"], v["n"]] for k, v in corr.items()])
+    write_markdown(out, "transmission", "Readout transmission over a long CPT run, out-of-domain probes", body)
+    _plots(out, runs, corr, s.checkpoints, "readout" if "readout" in resets else resets[1])
+    return result
