@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -38,3 +40,48 @@ def masked_mean_nll(
     w_BS = target_mask_BS[:, 1:].astype(jnp.float32)
     count = jnp.sum(w_BS)
     return jnp.sum(w_BS * nll_BS) / jnp.maximum(count, 1.0), count
+
+
+def chunked_masked_mean_nll(
+    final_BSD: Float[Array, "B S D"],
+    head: Callable[[Array], Array],
+    tokens_BS: Int[Array, "B S"],
+    target_mask_BS: Float[Array, "B S"],
+    chunk: int,
+) -> tuple[Float[Array, ""], Float[Array, ""]]:
+    """:func:`masked_mean_nll` of ``head(final_BSD)`` without ever holding the ``[B, S, V]`` logits.
+
+    The N = B(S − 1) predicting rows of ``final_BSD`` (positions 0 … S−2) are cut into ⌈N / C⌉ chunks of C =
+    ``chunk`` rows (the last padded with zero-weight rows); a ``lax.scan`` over chunks computes, per chunk,
+
+        z_CV = head(h_CD) (cast to float32),   Σ_c w_c (logsumexp(z_c) − z_c[y_c]),
+
+    under ``jax.checkpoint``, so the forward keeps no chunk's logits and the backward recomputes each chunk's
+    ``[C, V]`` logits one at a time: the peak logits memory is O(C V) instead of the O(B S V) of the log-softmax,
+    its gradient and the head's output. The value equals :func:`masked_mean_nll` of the full logits up to float32
+    summation order; the head's parameters (closed over by ``head``) get their gradient through the scan.
+    """
+    b, s, d = final_BSD.shape
+    h_ND = final_BSD[:, :-1].reshape(-1, d)
+    y_N = tokens_BS[:, 1:].reshape(-1)
+    w_N = target_mask_BS[:, 1:].reshape(-1).astype(jnp.float32)
+    n = h_ND.shape[0]
+    c = max(1, min(int(chunk), n))
+    pad = (-n) % c
+    h_KCD = jnp.pad(h_ND, ((0, pad), (0, 0))).reshape(-1, c, d)
+    y_KC = jnp.pad(y_N, (0, pad)).reshape(-1, c)
+    w_KC = jnp.pad(w_N, (0, pad)).reshape(-1, c)
+
+    @jax.checkpoint
+    def chunk_sum(h_CD, y_C, w_C):
+        z_CV = head(h_CD).astype(jnp.float32)
+        lse_C = jax.nn.logsumexp(z_CV, axis=-1)
+        gold_C = jnp.take_along_axis(z_CV, y_C[:, None], axis=-1)[:, 0]
+        return jnp.sum(w_C * (lse_C - gold_C))
+
+    def body(total, xs):
+        return total + chunk_sum(*xs), None
+
+    total, _ = jax.lax.scan(body, jnp.zeros((), jnp.float32), (h_KCD, y_KC, w_KC))
+    count = jnp.sum(w_N)
+    return total / jnp.maximum(count, 1.0), count

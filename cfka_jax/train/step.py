@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from cfka_jax.train.losses import masked_mean_nll
+from cfka_jax.train.losses import chunked_masked_mean_nll, masked_mean_nll
 from cfka_jax.train.optim import masked_tx
 
 Penalty = Callable[[Any, Any], jax.Array]
@@ -73,8 +73,31 @@ def token_nll_loss(logits_BSV: jax.Array, batch: dict) -> tuple[jax.Array, jax.A
     return masked_mean_nll(logits_BSV, batch["tokens"], batch["target_mask"])
 
 
+def chunked_token_nll_loss(chunk: int) -> LossFn:
+    """The default objective computed from the final hidden states in chunks of ``chunk`` predicting rows
+    (``losses.chunked_masked_mean_nll``): the same mean NLL without the ``[B, S, V]`` logits, log-softmax and their
+    gradients in memory (the logits buffers dominate a train step's temporaries at real vocabularies). The
+    returned loss is marked ``on_hidden``: :func:`lm_loss` calls it as ``loss(final_hidden_BSD, head, batch)``;
+    the model's full logits are then never used, and the compiler drops them."""
+    if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
+        raise ValueError(f"loss chunk must be a positive integer (rows per chunk), got {chunk!r}")
+
+    def loss(final_BSD, head, batch: dict):
+        return chunked_masked_mean_nll(final_BSD, head, batch["tokens"], batch["target_mask"], chunk)
+
+    loss.on_hidden = True
+    loss.chunk = chunk
+    return loss
+
+
 def lm_loss(params, graphdef, rest, batch: dict, loss_fn: LossFn = token_nll_loss):
-    """(loss, number of targets) of the merged model on ``batch``."""
+    """(loss, number of targets) of the merged model on ``batch``: ``loss_fn(logits, batch)``, or for a loss marked
+    ``on_hidden`` (:func:`chunked_token_nll_loss`) ``loss_fn(final_hidden, head, batch)``."""
+    if getattr(loss_fn, "on_hidden", False):
+        model = nnx.merge(graphdef, params, rest)
+        out = model(batch["tokens"], positions_BS=batch.get("positions"),
+                    attention_mask_BT=batch.get("attention_mask"), segment_ids_BS=batch.get("segment_ids"))
+        return loss_fn(out.final_hidden, model._head, batch)
     return loss_fn(model_logits(graphdef, params, rest, batch), batch)
 
 
