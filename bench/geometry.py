@@ -16,7 +16,9 @@ Both methods score every (test, train) pair:
   one matrix product ``G_test G_trainᵀ`` (``geometry/baselines.py``). With ``--train-chunk c`` the test
   gradients ``[m, P]`` are kept and the train gradients are computed and multiplied ``c`` sequences at a time, so
   the exact side holds ``(m + c) · P`` floats instead of ``(m + n) · P`` (the least an exact method needs
-  without recomputing the test gradients).
+  without recomputing the test gradients). ``--exact-train N`` runs the exact side on the first N train
+  sequences only and extrapolates its time linearly to the pool (every train chunk costs the same; the test
+  gradients are paid once), reported as ``exact_extrapolated``; the agreement columns are then over those pairs.
 
 Peak memory: a thread samples the resident set size (``bench/memory.py``'s ``PeakSampler``) per phase
 (``forward`` runs first, then ``exact``, so the exact phase's peak includes what the forward phase left); the
@@ -67,6 +69,8 @@ class Clock:
     def __init__(self):
         self.compile_s = 0.0
         self.run_s = 0.0
+        self.cpu_s = 0.0
+        """Process CPU seconds (all threads) of the runs: less sensitive than wall time to other load."""
 
     def compile(self, fn, *args):
         t = time.perf_counter()
@@ -75,9 +79,10 @@ class Clock:
         return out
 
     def run(self, fn, *args):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = jax.block_until_ready(fn(*args))
         self.run_s += time.perf_counter() - t
+        self.cpu_s += time.process_time() - c
         return out
 
 
@@ -102,9 +107,11 @@ def forward_only(params, net, task, preset: str, vocab_mask, rh_form: str = "gra
     return out, clock, nbytes(a) + nbytes(b)
 
 
-def exact(params, net, task, scope: str, train_chunk: int = 0):
-    """(scores, clock, bytes of the gradients held at once): all train gradients at once (``train_chunk`` 0) or
-    the test gradients kept and the train gradients ``train_chunk`` sequences at a time."""
+def exact(params, net, task, scope: str, train_chunk: int = 0, train_limit: int = 0):
+    """(scores, clock, bytes of the gradients held at once, train sequences done): all train gradients at once
+    (``train_chunk`` 0) or the test gradients kept and the train gradients ``train_chunk`` sequences at a time;
+    ``train_limit`` > 0 stops after that many train sequences (whole chunks), and ``clock`` then holds the time
+    extrapolated linearly to the whole pool (``clock.measured_*`` the measured part)."""
     grads = jax.jit(functools.partial(baselines.sequence_grads, net=net, scope=scope))
     score = jax.jit(baselines.exact_scores)
     clock = Clock()
@@ -113,10 +120,12 @@ def exact(params, net, task, scope: str, train_chunk: int = 0):
     c = n if train_chunk <= 0 else train_chunk
     if n % c:
         raise SystemExit(f"--train-chunk {train_chunk} must divide the {n} train sequences")
-    chunks = [jax.tree.map(lambda x, i=i: x[i:i + c], tr) for i in range(0, n, c)]
+    done = n if train_limit <= 0 else min(n, -(-train_limit // c) * c)
+    chunks = [jax.tree.map(lambda x, i=i: x[i:i + c], tr) for i in range(0, done, c)]
     g_te = clock.compile(grads, params, te)
     g_tr = g_te if c == te["tokens"].shape[0] else clock.compile(grads, params, chunks[0])
     gte, _ = clock.run(g_te, params, te)
+    test_s, test_cpu = clock.run_s, clock.cpu_s
     held = nbytes(gte)
     prod, cols = None, []
     for chunk in chunks:
@@ -126,7 +135,10 @@ def exact(params, net, task, scope: str, train_chunk: int = 0):
             prod = clock.compile(score, gte, gtr)
         cols.append(clock.run(prod, gte, gtr))
         del gtr
-    return np.concatenate([np.asarray(x) for x in cols], axis=1), clock, held
+    clock.measured_run_s, clock.measured_cpu_s = clock.run_s, clock.cpu_s
+    clock.run_s = test_s + (clock.run_s - test_s) * n / done
+    clock.cpu_s = test_cpu + (clock.cpu_s - test_cpu) * n / done
+    return np.concatenate([np.asarray(x) for x in cols], axis=1), clock, held, done
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -145,6 +157,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="base-model AdamW steps override; 0 = the random-init model")
     ap.add_argument("--train-chunk", dest="train_chunk", type=int, default=0,
                     help="exact side: train gradients per chunk (0 = all at once); the test gradients are kept")
+    ap.add_argument("--exact-train", dest="exact_train", type=int, default=0,
+                    help="exact side: run only the first N train sequences (whole chunks) and extrapolate its time "
+                         "linearly to the pool (0 = all); agreement is then over those pairs")
     ap.add_argument("--threads", type=int, default=None, help="1: single-threaded XLA")
     return ap.parse_args(argv)
 
@@ -160,6 +175,8 @@ def bench_scale(args: argparse.Namespace) -> Scale:
         raise SystemExit(f"--pretrain-steps must be >= 0, got {args.pretrain_steps}")
     if args.train_chunk < 0:
         raise SystemExit(f"--train-chunk must be >= 0, got {args.train_chunk}")
+    if args.exact_train < 0:
+        raise SystemExit(f"--exact-train must be >= 0, got {args.exact_train}")
     model = s.model
     if args.hidden:
         if args.hidden % model.heads:
@@ -192,11 +209,12 @@ def main(argv=None) -> None:
         fwd, fclock, f_bytes = forward_only(params, net, task, args.preset, mask, args.rh_form)
         mem.mark("exact")
         start["exact"] = mem.rss()
-        ex, eclock, e_bytes = exact(params, net, task, "all", args.train_chunk)
+        ex, eclock, e_bytes, done = exact(params, net, task, "all", args.train_chunk, args.exact_train)
         mem.mark("checks")
-        ro = exact(params, net, task, "readout_only", args.train_chunk)[0]
+        ro = exact(params, net, task, "readout_only", args.train_chunk, args.exact_train)[0]
         rh = fwd if args.preset == "ch1" else forward_only(params, net, task, "ch1", mask)[0]
     pairs = int(np.prod(np.shape(fwd)))
+    fwd, rh = (np.asarray(x)[:, :done] for x in (fwd, rh))
     fwd, ex, ro, rh = (np.asarray(x, np.float64).ravel() for x in (fwd, ex, ro, rh))
     dominant = np.abs(rh) >= np.abs(ex - rh)
     n_params = int(sum(x.size for x in jax.tree.leaves(params)))
@@ -207,6 +225,9 @@ def main(argv=None) -> None:
            "train_chunk": args.train_chunk,
            "forward_pairs_per_s": pairs / fclock.run_s, "exact_pairs_per_s": pairs / eclock.run_s,
            "ratio": eclock.run_s / fclock.run_s, "forward_s": fclock.run_s, "exact_s": eclock.run_s,
+           "forward_cpu_s": fclock.cpu_s, "exact_cpu_s": eclock.cpu_s, "ratio_cpu": eclock.cpu_s / fclock.cpu_s,
+           "exact_train_measured": done, "exact_extrapolated": done < len(task.train_tokens),
+           "exact_measured_s": eclock.measured_run_s, "exact_measured_cpu_s": eclock.measured_cpu_s,
            "forward_compile_s": fclock.compile_s, "exact_compile_s": eclock.compile_s,
            "forward_buffer_bytes": f_bytes, "exact_buffer_bytes": e_bytes,
            "forward_start_rss_bytes": start["forward"], "exact_start_rss_bytes": start["exact"],
