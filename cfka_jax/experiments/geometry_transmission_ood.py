@@ -24,6 +24,7 @@ Writes ``transmission.json`` / ``transmission.md``, ``transmission_R.png`` and `
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 
 import jax
@@ -216,6 +217,24 @@ def _plots(out, runs, corr, checkpoints, reset_main):
     save_plot(fig, out, "reset_gain_vs_drop")
 
 
+def _cached_seed(out, s: OODScale, seed: int, resets, sft_lr: float) -> dict:
+    """:func:`run_seed`, saved to ``out/seed<k>.json``; an earlier run's file with the same scale, resets and SFT
+    lr is read back instead (so seeds can run in separate processes and a last call with all seeds pools them)."""
+    from cfka_jax import jsonio
+
+    path = out / f"seed{seed}.json"
+    key = {"scale": json.loads(json.dumps(dataclasses.asdict(s))), "resets": list(resets), "sft_lr": sft_lr}
+    if path.exists():
+        saved = jsonio.read_json_object(path, "a seed record (JSON object)")
+        if saved.get("key") == key:
+            return {"R": {int(c): v for c, v in saved["R"].items()}, "seconds": saved["seconds"],
+                    "params": saved["params"], "curves": {(int(c), r, d): v for c, r, d, v in saved["curves"]}}
+    run = run_seed(s, seed, resets, sft_lr)
+    write_json(out, f"seed{seed}", {"key": key, "R": run["R"], "seconds": run["seconds"], "params": run["params"],
+                                    "curves": [[*k, v] for k, v in run["curves"].items()]})
+    return run
+
+
 def run_ood(cfg) -> dict:
     """The study for a ``TransmissionConfig`` with ``world='ood'``."""
     import pathlib
@@ -223,9 +242,9 @@ def run_ood(cfg) -> dict:
     s = OOD_SCALES[cfg.scale]
     seeds = tuple(cfg.seeds) or s.seeds
     resets = tuple(cfg.resets)
-    runs = {seed: run_seed(s, seed, resets, cfg.sft_lr) for seed in seeds}
-    corr = correlations(runs, s.checkpoints, resets)
     out = pathlib.Path(cfg.out)
+    runs = {seed: _cached_seed(out, s, seed, resets, cfg.sft_lr) for seed in seeds}
+    corr = correlations(runs, s.checkpoints, resets)
     result = {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), "checkpoints": list(s.checkpoints),
               "R": {seed: run["R"] for seed, run in runs.items()}, "correlations": corr,
               "seconds": {seed: run["seconds"] for seed, run in runs.items()},
