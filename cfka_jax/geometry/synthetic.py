@@ -2,7 +2,9 @@
 
 Each class c has a fixed instruction template (``template_len`` tokens drawn from a template vocabulary shared by
 all classes, as instructions share words) and a token transformation ``f_c(x)_i = π_c(x_{σ_c(i)})`` (a
-class-specific position permutation σ_c and content-token permutation π_c). One example:
+class-specific position permutation σ_c and content-token permutation π_c; ``rule="map"`` fixes σ_c to the
+identity, ``f_c(x)_i = π_c(x_i)``: a per-class token map that a small model learns from a few dozen examples,
+used where the rule must be *teachable*, the selection study). One example:
 
     [BOS, T_c,1 … T_c,m, x_1 … x_n, SEP, f_c(x)_1 … f_c(x)_n]          (S = 2 + m + 2n tokens, no padding)
 
@@ -37,6 +39,7 @@ from cfka_jax.values import check_sizes
 
 PAD, BOS, SEP = 0, 1, 2
 SPECIALS = 3
+RULES = ("permute", "map")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,11 +47,15 @@ class TaskConfig:
     """Sizes of the synthetic task (defaults: DataInf's 10 classes × 90 train / 10 test)."""
 
     num_classes: int = 10
+    """Benchmark classes, each with its own instruction template and transformation f_c."""
     train_per_class: int = 90
+    """Training examples per benchmark class."""
     test_per_class: int = 10
+    """Test examples per benchmark class."""
     pretrain_classes: int = 10
     """Further classes of the same generator that :func:`fit` trains the base model on (not benchmark classes)."""
     pretrain_per_class: int = 100
+    """Examples per pretraining class."""
     template_len: int = 8
     """m, the tokens of a class's instruction template."""
     template_vocab: int = 16
@@ -56,12 +63,18 @@ class TaskConfig:
     input_len: int = 6
     """n, the content tokens x of an example (and of its transformation f_c(x))."""
     content_tokens: int = 24
+    """The content vocabulary x and f_c(x) are drawn from."""
     seed: int = 0
+    """Seed of the templates, rules and examples."""
+    rule: str = "permute"
+    """``permute``: ``f_c(x)_i = π_c(x_{σ_c(i)})``; ``map``: ``f_c(x)_i = π_c(x_i)`` (σ_c the identity)."""
 
     def __post_init__(self):
         check_sizes(self, ("num_classes", "train_per_class", "test_per_class", "pretrain_classes",
                            "pretrain_per_class", "template_len", "template_vocab", "input_len",
                            "content_tokens"))
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
 
     @property
     def vocab_size(self) -> int:
@@ -97,6 +110,8 @@ class Task:
 def _rules(cfg: TaskConfig, rng: np.random.Generator, classes: int, templates=None):
     sigma = np.stack([rng.permutation(cfg.input_len) for _ in range(classes)])
     pi = np.stack([rng.permutation(cfg.content_tokens) for _ in range(classes)])
+    if cfg.rule == "map":  # the same draws (the rng stream of every later split is unchanged), σ_c the identity
+        sigma = np.broadcast_to(np.arange(cfg.input_len), sigma.shape)
     if templates is None:
         templates = rng.integers(0, cfg.template_vocab, size=(classes, cfg.template_len))
     return sigma, pi, templates

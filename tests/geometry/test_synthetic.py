@@ -60,6 +60,24 @@ def test_each_class_applies_one_fixed_transformation():
     assert template_mask(CFG, 1)[0].tolist() == [0.0, 0.0, 1.0, 1.0] + [0.0] * (CFG.seq_len - 4)
 
 
+def test_map_rule_is_a_position_wise_token_map_per_class():
+    """rule="map": y_i = π_c(x_i) (σ_c the identity), one π_c per class; a bad rule name is a ValueError."""
+    cfg = dataclasses.replace(CFG, rule="map", train_per_class=40)
+    task = make_task(cfg)
+    n, first = cfg.input_len, 1 + cfg.template_len
+    maps = []
+    for c in range(3):
+        rows = task.train_tokens[task.train_labels == c]
+        x, y = rows[:, first:first + n], rows[:, first + n + 1:]
+        assert _functional(x.ravel(), y.ravel()), f"class {c}: y_i is not one map of x_i"
+        maps.append({int(a): int(b) for a, b in zip(x.ravel(), y.ravel())})
+    assert maps[0] != maps[1] or maps[1] != maps[2]
+    np.testing.assert_array_equal(task.train_tokens[:, :first + n], make_task(dataclasses.replace(
+        cfg, rule="permute")).train_tokens[:, :first + n])  # same prompts: only the responses differ
+    with pytest.raises(ValueError, match="rule"):
+        dataclasses.replace(CFG, rule="shift")
+
+
 def test_identification_metrics_on_perfect_and_reversed_scores():
     task = make_task(CFG)
     same = (task.test_labels[:, None] == task.train_labels[None, :]).astype(float)
