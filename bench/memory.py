@@ -1,7 +1,8 @@
 """Benchmark: peak host memory of a pretrained-model run at the sizes users run, against the state floor.
 
     python bench/memory.py [--shapes pythia-160m qwen2.5-0.5b qwen3-1.7b] [--updates full lora freeze]
-                           [--batch 4] [--seq 256] [--opt-state-dtype float32|bfloat16] [--remat] [--xla]
+                           [--batch 4] [--seq 256] [--opt-state-dtype float32|bfloat16] [--remat]
+                           [--loss-chunk ROWS] [--xla]
 
 ``--xla`` prints, per shape, XLA's buffer assignment of the full-update train step instead (compiled, not run).
 
@@ -17,6 +18,9 @@ set size (RSS, ``/proc/self/statm``) every 5 ms and keeps the maximum of each ph
   (full / LoRA rank 128 on the family's targets / freeze of the embedding and the first half of the blocks),
   bf16 compute, float32 master weights of the trained leaves; compile included;
 * ``checkpoint``: the end-of-run checkpoint save of the same call (``train/checkpoint.CheckpointDir``).
+
+``--loss-chunk ROWS`` trains with the chunked next-token NLL (``train/step.chunked_token_nll_loss``: the loss from
+the final hidden states, ``ROWS`` predicting positions at a time, no ``B x S x V`` logits buffers).
 
 ``rss_base`` is the RSS after the imports and the JAX backend start. The *state floor* is what the run must
 hold, in bytes per parameter: trained leaves 16 (float32 master 4 + float32 gradient 4 + AdamW moments 4 + 4;
@@ -246,15 +250,19 @@ def child(args) -> dict:
                 times["train_step"] = time.perf_counter() - t0
                 sampler.mark("checkpoint")
 
+        from cfka_jax.train.step import chunked_token_nll_loss
+
+        loss = {"loss_fn": chunked_token_nll_loss(args.loss_chunk)} if args.loss_chunk else {}
         with tempfile.TemporaryDirectory() as d:
             train_lm(model, lambda t: batch, opt=opt, loop=LoopConfig(steps=1, log_every=1, progress=False),
-                     folder=RunFolder(d), compute_dtype=jnp.bfloat16, trainable=trainable, on_record=on_record)
+                     folder=RunFolder(d), compute_dtype=jnp.bfloat16, trainable=trainable, on_record=on_record,
+                     **loss)
             ckpt_bytes = sum(f.stat().st_size for f in pathlib.Path(d, "checkpoints").rglob("*") if f.is_file())
             times["checkpoint"] = time.perf_counter() - t0 - times["train_step"]
     peaks = sampler.peaks
     peak = max(peaks.values())
     return {"shape": args.shape, "update": args.update, "opt_state_dtype": args.opt_state_dtype,
-            "remat": args.remat, "batch": args.batch, "seq": args.seq, "n_trained": n_train, "n_frozen": n_frozen,
+            "remat": args.remat, "loss_chunk": args.loss_chunk, "batch": args.batch, "seq": args.seq, "n_trained": n_train, "n_frozen": n_frozen,
             "floor_gib": floor / GIB, "peak_gib": peak / GIB, "ratio": peak / floor,
             "ru_maxrss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB,
             **{f"rss_{k}_gib": v / GIB for k, v in peaks.items() if k != "end"},
@@ -262,7 +270,8 @@ def child(args) -> dict:
             **{f"{k}_s": v for k, v in times.items()}}
 
 
-def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dtype: str) -> dict:
+def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dtype: str,
+                 loss_chunk: int | None = None) -> dict:
     """XLA's buffer assignment of the full-update train step (``train/step.make_train_step``, bf16 compute,
     fp32 masters): argument / output / aliased / temporary bytes, without running the step."""
     import flax.nnx as nnx
@@ -277,7 +286,8 @@ def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dt
     tx = make_optimizer(OptimConfig(warmup_steps=0, total_steps=1, state_dtype=opt_state_dtype))
     state = S.init_state(S.master_params(params), tx)
     tokens = jnp.zeros((batch, seq), jnp.int32)
-    step = S.make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16)
+    loss = {"loss_fn": S.chunked_token_nll_loss(loss_chunk)} if loss_chunk else {}
+    step = S.make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16, **loss)
     m = step.lower(state, {"tokens": tokens, "target_mask": jnp.ones_like(tokens)}).compile().memory_analysis()
     return {"argument_gib": m.argument_size_in_bytes / GIB, "output_gib": m.output_size_in_bytes / GIB,
             "alias_gib": m.alias_size_in_bytes / GIB, "temp_gib": m.temp_size_in_bytes / GIB}
@@ -300,6 +310,8 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--opt-state-dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--remat", action="store_true", help="rematerialise each block in the backward pass")
+    ap.add_argument("--loss-chunk", type=int, default=None, metavar="ROWS",
+                    help="chunked next-token NLL, ROWS predicting positions per chunk (no B x S x V logits)")
     ap.add_argument("--folders", default=os.path.join(tempfile.gettempdir(), "cfka_bench_memory"),
                     help="where the random-init model folders are written (reused)")
     ap.add_argument("--big-free-gib", type=float, default=14.0)
@@ -320,15 +332,17 @@ def main() -> None:
         folder = pathlib.Path(args.folders) / shape
         build_in_child(shape, folder)
         if args.xla:
-            row = {"shape": shape, "remat": args.remat, **xla_analysis(str(folder), batch=args.batch, seq=args.seq,
-                   remat=args.remat, opt_state_dtype=args.opt_state_dtype)}
+            row = {"shape": shape, "remat": args.remat, "loss_chunk": args.loss_chunk,
+                   **xla_analysis(str(folder), batch=args.batch, seq=args.seq, remat=args.remat,
+                                  opt_state_dtype=args.opt_state_dtype, loss_chunk=args.loss_chunk)}
             print(json.dumps(row), flush=True)
             rows.append(row)
             continue
         for update in args.updates:
             cmd = [sys.executable, __file__, "--child", "--shape", shape, "--update", update, "--folder", str(folder),
                    "--batch", str(args.batch), "--seq", str(args.seq), "--opt-state-dtype", args.opt_state_dtype]
-            out = subprocess.run(cmd + (["--remat"] if args.remat else []), capture_output=True, text=True)
+            cmd += (["--remat"] if args.remat else []) + (["--loss-chunk", str(args.loss_chunk)] if args.loss_chunk else [])
+            out = subprocess.run(cmd, capture_output=True, text=True)
             lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
             if out.returncode or not lines:
                 print(f"{shape} {update}: child failed (exit {out.returncode}):\n{out.stderr[-3000:]}", flush=True)
