@@ -38,10 +38,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     from cfka_jax.continual.ckl import CKLConfig, Stream, Trainer
-    from cfka_jax.continual.ckl_methods import Method
     from cfka_jax.data.ckl_encode import Encoded
     from cfka_jax.models.qwen import QwenConfig, QwenModel
     from cfka_jax.runs.ckl_real import RealCKLSpec, theta_for
+    from cfka_jax.runs.method import resolve
 
     cfg = QwenConfig(model_type="qwen2", vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.intermediate,
                      num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     n_params = sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
     spec = RealCKLSpec(model=".", out=".", lama_ckl=".", methods=("Finetune",), update=a.update,
                        ckl=CKLConfig(epochs=1, batch_size=a.batch, eval_batch=a.batch))
-    theta = theta_for(model, Method.parse("Finetune"), spec)
+    theta = theta_for(model, resolve("Finetune", "ckl"), spec)
     n_train = sum(x.size for x in jax.tree.leaves(theta.train))
     rng = np.random.default_rng(0)
 
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         return Encoded(ids, masks, 0)
 
     docs = enc(a.batch * a.repeats, a.seq)
-    trainer = Trainer(theta, Method.parse("Finetune"), spec.ckl, a.repeats)
+    trainer = Trainer(theta, resolve("Finetune", "ckl"), spec.ckl, a.repeats)
     t0 = time.perf_counter()
     trainer.train_epoch(Stream(docs.select(range(a.batch))), None, 1)  # one step: compile + run
     compile_s = time.perf_counter() - t0

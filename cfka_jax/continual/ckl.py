@@ -1,4 +1,5 @@
-"""The LAMA-CKL and TemporalWiki protocols (spec taalm.md §5.4, §8) for any method of ``ckl_methods``.
+"""The LAMA-CKL and TemporalWiki protocols (spec taalm.md §5.4, §8) for any method the one registry
+resolves for the CKL recipe (``runs/method.resolve(name, "ckl")``; its hooks are read by ``ckl_methods``).
 
 LAMA-CKL: θ0 trains on the TO-LEARN evidence for ``epochs`` epochs (batch 64, AdamW lr 1e-4, wd 0.01, no
 schedule, one optimiser for the whole run); the probe sets are scored (``eval.knowledge_probes``) before training
@@ -24,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from cfka_jax.continual.ckl_methods import Method, Theta, method_loss, method_tx, rho_reference, with_token_weights
+from cfka_jax.continual.ckl_methods import (CKLMethod, Theta, method_loss, method_tx, mix_review, rho_reference,
+                                            with_token_weights)
 from cfka_jax.continual.kadapter import KAdapterConfig
 from cfka_jax.data.ckl_encode import Encoded, pad_batch
 from cfka_jax.eval.knowledge_probes import ckl_summary, evaluate_probes, make_probe_scorer
@@ -109,13 +111,13 @@ class Trainer:
     ``put`` turns each numpy batch field into a device array (``jnp.asarray``; a mesh run places the rows over
     the batch axes instead); ``state`` and ``key`` are what a resumable run checkpoints."""
 
-    def __init__(self, theta: Theta, method: Method, cfg: CKLConfig, total_updates: int, *,
+    def __init__(self, theta: Theta, method: CKLMethod, cfg: CKLConfig, total_updates: int, *,
                  put: Callable = jnp.asarray):
         self.theta, self.method, self.cfg, self.put = theta, method, cfg, put
         self.tx = method_tx(method, lr=cfg.lr, total_updates=total_updates, weight_decay=cfg.weight_decay,
                             recadam_reference_groups=cfg.recadam_reference_groups)
         self.step = make_step(theta, method_loss(method, cfg.rho_k), self.tx)
-        self.ref_nll = rho_reference(theta) if method.rho is not None else None
+        self.ref_nll = rho_reference(theta) if method.token_loss == "rho1" else None
         self.scorer = make_probe_scorer(lambda p, batch: theta.logits(p[0], p[1], batch, None))
         self.key = jax.random.key(cfg.seed)
         self.state = init_state(jax.tree.map(jnp.copy, theta.train), self.tx)
@@ -126,7 +128,7 @@ class Trainer:
     def batches(self, stream: Stream, review: Stream | None, epoch: int):
         cfg, n_review = self.cfg, 0
         length = stream.docs.max_len
-        if self.method.mix_review:
+        if mix_review(self.method):
             n_review = max(1, int(round(cfg.batch_size * cfg.review_ratio)))
             length = max(length, review.docs.max_len)
         train_rows = epoch_batches(len(stream.docs), cfg.batch_size, epoch, cfg.seed, cfg.fixed_epoch_order)
@@ -172,14 +174,14 @@ def updates_per_epoch(n_docs: int, cfg: CKLConfig) -> int:
     return -(-n_docs // cfg.batch_size)
 
 
-def run_lama_ckl(theta: Theta, method: Method, stream: Stream, probes: dict[str, Encoded], cfg: CKLConfig, *,
+def run_lama_ckl(theta: Theta, method: CKLMethod, stream: Stream, probes: dict[str, Encoded], cfg: CKLConfig, *,
                  review: Stream | None = None, on_point: Callable | None = None) -> dict:
     """LAMA-CKL for one method. ``probes`` must hold ``to_learn`` and ``not_to_forget``.
 
     Returns:
         ``{"history": [per point k: epoch, train_loss, <set>/acc, <set>/nll], "summary": ckl_summary(...)}``.
     """
-    if method.mix_review and review is None:
+    if mix_review(method) and review is None:
         raise ValueError(f"{method.name} needs review documents")
     trainer = Trainer(theta, method, cfg, cfg.epochs * updates_per_epoch(len(stream.docs), cfg))
     history = [{"epoch": 0, "train_loss": float("nan"), **trainer.score(probes)}]
@@ -204,7 +206,7 @@ class Period:
     unchanged: Encoded
 
 
-def run_temporalwiki(theta: Theta, method: Method, periods: list[Period], cfg: CKLConfig, *,
+def run_temporalwiki(theta: Theta, method: CKLMethod, periods: list[Period], cfg: CKLConfig, *,
                      review: Stream | None = None) -> list[dict]:
     """TemporalWiki for one method (module docstring); one record per period with before/after NLL and acc."""
     per_period = max(cfg.epochs * updates_per_epoch(len(p.stream.docs), cfg) for p in periods)

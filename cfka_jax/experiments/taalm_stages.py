@@ -13,7 +13,7 @@ import numpy as np
 
 from cfka_jax import jsonio
 from cfka_jax.continual.ckl import Period, Stream, run_lama_ckl, run_temporalwiki
-from cfka_jax.continual.ckl_methods import Method, build_theta
+from cfka_jax.continual.ckl_methods import build_theta
 from cfka_jax.continual.ckl_setup import meta_setup, merged_phi, pair_set
 from cfka_jax.continual.taalm import doc_weights, load_phi, meta_train, save_phi
 from cfka_jax.continual.taalm.phi import make_weights_fn, phi_trainable, split_trainable
@@ -23,6 +23,7 @@ from cfka_jax.data.temporalwiki import synthetic_periods
 from cfka_jax.data.tokenize import load_tokenizer, train_word_tokenizer
 from cfka_jax.provenance import KEY, check_made_from, fingerprint, tokenizer_fingerprint
 from cfka_jax.experiments import taalm_report as report
+from cfka_jax.runs.method import resolve
 
 _RESUMABLE = ("progress", "methods", "twiki_methods", "out")
 
@@ -137,7 +138,7 @@ def lama_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, handle: PhiHan
         if path.exists():
             results[name] = _read(path)
             continue
-        method = Method.parse(name)
+        method = resolve(name, "ckl")
         t0 = time.perf_counter()
         theta = build_theta(model, method, cfg.theta_lora, cfg.ckl.kadapter)
         res = run_lama_ckl(theta, method, stream, probes, cfg.ckl, review=review)
@@ -169,7 +170,7 @@ def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, se
             if not isinstance(results[name], list) or not results[name]:
                 raise ValueError(f"{path}: expected a non-empty JSON list of periods (a damaged result file)")
             continue
-        method = Method.parse(name)
+        method = resolve(name, "ckl")
         theta = build_theta(model, method, cfg.theta_lora, cfg.twiki.kadapter)
         results[name] = run_temporalwiki(theta, method, periods, cfg.twiki, review=review)
         _json(path, results[name])

@@ -48,7 +48,7 @@ import numpy as np
 from cfka_jax import jsonio
 from cfka_jax.continual import peft
 from cfka_jax.continual.ckl import CKLConfig, Stream, Trainer, updates_per_epoch
-from cfka_jax.continual.ckl_methods import Method, Theta, build_theta
+from cfka_jax.continual.ckl_methods import Theta, build_theta, mix_review, phi_weighted
 from cfka_jax.continual.ckl_setup import meta_setup, merged_phi
 from cfka_jax.continual.peft import LoRAConfig
 from cfka_jax.continual.taalm import MetaTrainConfig, PhiConfig, doc_weights, load_phi, meta_train, save_phi
@@ -62,6 +62,7 @@ from cfka_jax.eval.knowledge_probes import ckl_summary
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.parallel.rules import batch_sharding, place, tree_shardings
 from cfka_jax.provenance import KEY, check_made_from, tokenizer_fingerprint
+from cfka_jax.runs.method import Method, resolve_each
 from cfka_jax.runs.specs import DTYPES, UPDATES
 from cfka_jax.train.checkpoint import CheckpointDir
 
@@ -111,10 +112,7 @@ class RealCKLSpec:
             object.__setattr__(self, "methods", tuple(self.methods))
         if (self.lama_ckl is None) == (self.temporalwiki is None):
             raise ValueError("give exactly one of --lama-ckl DIR and --temporalwiki DIR")
-        if not self.methods:
-            raise ValueError("--methods: no method given")
-        for name in self.methods:
-            Method.parse(name)
+        resolve_each(self.methods, "ckl", flag="--methods")
         if len(set(self.methods)) != len(self.methods):
             raise ValueError(f"--methods: a method repeats in {self.methods}")
         if self.update not in UPDATES:
@@ -140,7 +138,12 @@ class RealCKLSpec:
 
     @property
     def needs_phi(self) -> bool:
-        return any(Method.parse(m).weights == "taalm" for m in self.methods)
+        return any(phi_weighted(m) for m in self.resolved)
+
+    @property
+    def resolved(self) -> tuple[Method, ...]:
+        """The methods of ``methods``, resolved by the one registry (``runs/method``, the CKL recipe)."""
+        return resolve_each(self.methods, "ckl", flag="--methods")
 
     @property
     def lora(self) -> LoRAConfig:
@@ -223,7 +226,7 @@ def phi_body(spec: RealCKLSpec, theta_model, tok):
 
 def theta_for(base, method: Method, spec: RealCKLSpec) -> Theta:
     """θ0 of ``method`` under ``spec.update`` (module docstring)."""
-    if method.kadapter or spec.update == "lora":
+    if method.update == "kadapter" or spec.update == "lora":
         return build_theta(base, method, spec.lora, spec.ckl.kadapter)
     model = nnx.clone(base)
     if spec.update == "full":
@@ -391,17 +394,17 @@ def run_lama(spec: RealCKLSpec) -> dict:
     probes = {name: encode(tok, [r.task_descriptive for r in rows], [r.object for r in rows], max_length=1 << 30)
               for name, rows in data.items()}
     results = {}
-    for name in spec.methods:
+    for name, method in zip(spec.methods, spec.resolved):
         path = out / "lama" / f"{slug(name)}.json"
         if path.exists():
             results[name] = jsonio.read_json_object(path, "a method result (JSON object)")
             continue
-        method, t0 = Method.parse(name), time.perf_counter()
+        t0 = time.perf_counter()
         theta = where.theta(theta_for(model, method, spec))
         trainer = Trainer(theta, method, spec.ckl, spec.ckl.epochs * updates_per_epoch(len(stream.docs), spec.ckl),
                           put=where.put())
         history = resumable_lama(out / "lama" / slug(name), trainer, stream, probes,
-                                 review if method.mix_review else None, spec.ckl.epochs)
+                                 review if mix_review(method) else None, spec.ckl.epochs)
         summary = ckl_summary([h["to_learn/acc"] for h in history], [h["not_to_forget/acc"] for h in history])
         res = {"history": history, "summary": summary, "wall_s": time.perf_counter() - t0,
                "empty_object_masks": {"evidence": stream.docs.empty, **{k: v.empty for k, v in probes.items()}}}

@@ -7,15 +7,18 @@ module only names and composes them:
 hook               field           values                                          algorithm
 =================  ==============  ==============================================  ==============================
 documents/mixing   ``replay``      None, replay-all, replay-half (real old data),  ``data/mixing``,
-                                   stoc, random, lamol, … (generative),            ``continual/replay``,
-                                   mix-review (CKL: review documents per batch)    ``continual/ckl``
+                                   replay-stream (streams: PT + earlier stages'    ``continual/replay``,
+                                   data at token share 1 − α), stoc, random,       ``continual/ckl``
+                                   lamol, … (generative), mix-review (CKL:
+                                   review documents per batch)
 penalty            ``penalty``     None, ewc: (λ/2) Σ F (θ − θ*)²                  ``continual/ewc``
 per-token loss     ``token_loss``  nll, rho1 (excess loss against θ0), taalm       ``train/losses``,
                                    (φ-weighted TWPPL), oracle, uniform             ``continual/rho1``, ``taalm``
 trainable mask     ``update``      None (the recipe's ``--update full|freeze|      ``continual/peft``,
                                    lora``), kadapter                               ``continual/kadapter``
-optimiser          ``optimizer``   adamw, recadam                                  ``train/optim``,
-                                                                                   ``continual/recadam``
+optimiser          ``optimizer``   adamw, recadam, gpm (AdamW updates projected    ``train/optim``,
+                                   off earlier tasks' bases)                       ``continual/recadam``,
+                                                                                   ``continual/gpm``
 =================  ==============  ==============================================  ==============================
 
 Names compose with ``+`` (``stoc + ewc``, ``TAALM + K-Adapter + Mix-review + RecAdam``); two components that
@@ -40,6 +43,7 @@ COMPONENTS: dict[str, dict[str, str]] = {
     "ewc": {"penalty": "ewc"},
     "replay-all": {"replay": "replay-all"},
     "replay-half": {"replay": "replay-half"},
+    "replay": {"replay": "replay-stream"},
     **{kind: {"replay": kind} for kind in GENERATIVE},
     "mix-review": {"replay": "mix-review"},
     "rho1": {"token_loss": "rho1"},
@@ -48,6 +52,7 @@ COMPONENTS: dict[str, dict[str, str]] = {
     "uniform": {"token_loss": "uniform"},
     "recadam": {"optimizer": "recadam"},
     "kadapter": {"update": "kadapter"},
+    "gpm": {"optimizer": "gpm"},
 }
 """The one registry: component name → the hooks it fills (every other hook keeps its default)."""
 ALIASES = {"finetune": "naive", "rho-1": "rho1", "k-adapter": "kadapter"}
@@ -66,10 +71,12 @@ RECIPES: dict[str, dict[str, tuple]] = {
     "ckl": {"replay": (None, "mix-review"), "penalty": (None,),
             "token_loss": ("nll", "rho1", "taalm", "oracle", "uniform"), "update": (None, "kadapter"),
             "optimizer": ("adamw", "recadam")},
+    "stream": {"replay": (None, "replay-stream", *GENERATIVE), "penalty": (None, "ewc"), "token_loss": ("nll",),
+               "update": (None,), "optimizer": ("adamw", "gpm")},
 }
 """Per recipe, the values of each hook it runs (Biography / corpus / KnowEdit train through ``runs/engine.train_lm``
 with AdamW; the CKL protocols through ``continual/ckl.Trainer``, which takes an optimiser and K-Adapter's θ but
-no penalty operands)."""
+no penalty operands; the task streams of ``runs/stream`` one component per stage)."""
 
 _KADAPTER_DROPOUT = re.compile(r"k-adapter \(dropout ([0-9]*\.?[0-9]+)\)")
 _RHO_MODE = re.compile(r"rho-1 \((faithful|taalm_code)\)")
@@ -136,16 +143,6 @@ class Method:
         """The training documents are new data mixed with replay at new-data fraction α."""
         return self.replay is not None and self.replay != "mix-review"
 
-    def ckl(self):
-        """The ``continual/ckl_methods.Method`` switches of this method (the CKL protocols' θ, loss and tx)."""
-        from cfka_jax.continual.ckl_methods import Method as CKLMethod
-
-        weights = self.token_loss if self.token_loss in ("oracle", "uniform", "taalm") else "plain"
-        return CKLMethod(self.name, weights, self.options.rho_mode if self.token_loss == "rho1" else None,
-                         self.replay == "mix-review", self.optimizer == "recadam", self.update == "kadapter",
-                         self.options.kadapter_dropout)
-
-
 def _component(part: str, options: dict) -> str:
     """The registry key of one ``+``-separated part; a parenthesised option moves into ``options``."""
     low = part.strip().lower()
@@ -186,6 +183,21 @@ def resolve(name: str, recipe: str, options: MethodOptions | None = None) -> Met
             raise ValueError(f"method {name!r}: {filled_by.get(hook, hook)!r} ({hook} = {fields[hook]}) is not "
                              f"available in the {recipe} recipe; its components: {list(recipe_components(recipe))}")
     return Method(name.strip(), **fields, options=MethodOptions(**opts))
+
+
+def resolve_each(names, recipe: str, *, flag: str, options: MethodOptions | None = None) -> tuple[Method, ...]:
+    """:func:`resolve` of every name of a recipe's method list; an error names ``flag``.
+
+    Raises:
+      ValueError: ``flag: <the registry's message>``, or no name at all.
+    """
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if not names:
+        raise ValueError(f"{flag}: no method given")
+    try:
+        return tuple(resolve(n, recipe, options) for n in names)
+    except ValueError as err:
+        raise ValueError(f"{flag}: {err}") from None
 
 
 def method_options(**given) -> MethodOptions:

@@ -50,6 +50,7 @@ from cfka_jax.eval.fta import fta_evaluator
 from cfka_jax.runs import biography as bio
 from cfka_jax.runs.engine import train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
+from cfka_jax.runs.method import recipe_components
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup
 from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches, synthetic_replay_config
 from cfka_jax.runs.specs import ARCHS, PTSpec
@@ -57,7 +58,9 @@ from cfka_jax.train.optim import DECAYS, REWARM, stage_optim
 from cfka_jax.train.step import master_params
 from cfka_jax.train.tracking import Tracker
 
-STREAM_METHODS = ("naive", "replay", "ewc", "gpm", *GENERATIVE)
+STREAM_METHODS = recipe_components("stream")
+"""The stream recipe's methods: the one registry's components it runs (``runs/method.RECIPES["stream"]``), one
+name per stage (no compositions)."""
 METRICS = ("sFTA", "hFTA")
 
 

@@ -27,7 +27,7 @@ import shutil
 import time
 
 from cfka_jax.continual.ckl import Stream, Trainer, updates_per_epoch
-from cfka_jax.continual.ckl_methods import Method
+from cfka_jax.continual.ckl_methods import mix_review
 from cfka_jax.data.ckl_encode import encode
 from cfka_jax.data.io import iter_jsonl
 from cfka_jax.data.temporalwiki import PERIODS, PROBE_PERIODS, read_diffset_csv, read_probes
@@ -81,12 +81,11 @@ def twiki_files(root: str) -> list[dict]:
 
 
 def _check_methods(spec: RealCKLSpec) -> None:
-    for name in spec.methods:
-        m = Method.parse(name)
-        if m.weights == "oracle":
+    for name, m in zip(spec.methods, spec.resolved):
+        if m.token_loss == "oracle":
             raise ValueError(f"--methods {name}: TemporalWiki diff-set documents carry no object, so Oracle has "
                              f"no mask")
-        if m.mix_review and spec.review is None:
+        if mix_review(m) and spec.review is None:
             raise ValueError(f"--methods {name}: Mix-review on TemporalWiki needs --review FILE (the replayed "
                              f"documents)")
 
@@ -136,15 +135,14 @@ def run_twiki(spec: RealCKLSpec) -> dict:
             probe[kind] = encode(tok, [r.text() for r in rows], [r.object for r in rows], max_length=1 << 30)
         periods.append({"name": f["name"], "stream": stream_of(tok, texts, None, handle, spec.max_length), **probe})
     review = None
-    if spec.review is not None and any(Method.parse(m).mix_review for m in spec.methods):
+    if spec.review is not None and any(mix_review(m) for m in spec.resolved):
         review = stream_of(tok, read_texts(spec.review), None, handle, spec.max_length)
     results = {}
-    for name in spec.methods:
+    for name, method in zip(spec.methods, spec.resolved):
         path = out / "twiki" / f"{slug(name)}.json"
         if path.exists():
             results[name] = _read_list(path, "period")
             continue
-        method = Method.parse(name)
         theta = where.theta(theta_for(model, method, spec))
         per_period = max(spec.ckl.epochs * updates_per_epoch(len(p["stream"].docs), spec.ckl) for p in periods)
         trainer = Trainer(theta, method, spec.ckl, per_period, put=where.put())

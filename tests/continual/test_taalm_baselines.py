@@ -1,5 +1,5 @@
-"""RHO-1 (faithful and the released argsort rule), RecAdam (annealing, reference groups), K-Adapter, the method
-parser and the CKL protocols on a tiny model."""
+"""RHO-1 (faithful and the released argsort rule), RecAdam (annealing, reference groups), K-Adapter, the CKL
+hooks of the registry's methods (``runs/method.resolve(name, "ckl")``) and the CKL protocols on a tiny model."""
 
 
 import flax.nnx as nnx
@@ -12,6 +12,7 @@ from cfka_jax.continual import ckl, ckl_methods as cm, kadapter, recadam, rho1
 from cfka_jax.continual.peft import LoRAConfig
 from cfka_jax.data.ckl_encode import Encoded
 from cfka_jax.models.qwen import QwenConfig, QwenModel
+from cfka_jax.runs.method import MethodOptions, resolve, resolve_each
 from tests.tolerances import F32, F64
 
 V = 17
@@ -99,24 +100,34 @@ def test_kadapter_runs_trains_only_adapters_and_is_causal(key):
         kadapter.KAdapterConfig(taps=(0, 9)).tap_layers(3)
 
 
-def test_method_names_parse():
-    m = cm.Method.parse("TAALM + K-Adapter + Mix-review + RecAdam")
-    assert (m.weights, m.kadapter, m.mix_review, m.recadam, m.rho) == ("taalm", True, True, True, None)
-    assert cm.Method.parse("RHO-1", rho_mode="taalm_code").rho == "taalm_code"
-    k = cm.Method.parse("TAALM + K-Adapter (dropout 0.1)")
-    assert (k.weights, k.kadapter, k.kadapter_dropout) == ("taalm", True, 0.1)
-    assert cm.Method.parse("K-Adapter").kadapter_dropout is None
-    assert cm.Method.parse("RHO-1 (taalm_code)").rho == "taalm_code"
-    assert cm.Method.parse("Uniform + Mix-review").weights == "uniform"
+def test_method_names_resolve_to_the_ckl_hooks():
+    m = resolve("TAALM + K-Adapter + Mix-review + RecAdam", "ckl")
+    assert (m.token_loss, m.update, m.replay, m.optimizer) == ("taalm", "kadapter", "mix-review", "recadam")
+    assert cm.mix_review(m) and cm.phi_weighted(m) and not cm.mix_review(resolve("TAALM", "ckl"))
+    assert resolve("RHO-1", "ckl", MethodOptions(rho_mode="taalm_code")).options.rho_mode == "taalm_code"
+    k = resolve("TAALM + K-Adapter (dropout 0.1)", "ckl")
+    assert (k.token_loss, k.update, k.options.kadapter_dropout) == ("taalm", "kadapter", 0.1)
+    assert resolve("K-Adapter", "ckl").options.kadapter_dropout is None
+    r = resolve("RHO-1 (taalm_code)", "ckl")
+    assert (r.token_loss, r.options.rho_mode) == ("rho1", "taalm_code")
+    assert resolve("RHO-1", "ckl").options.rho_mode == "faithful"
+    assert resolve("Uniform + Mix-review", "ckl").token_loss == "uniform"
+    f = resolve("Finetune", "ckl")
+    assert (f.replay, f.token_loss, f.update, f.optimizer) == (None, "nll", None, "adamw")
     batch = {"target_mask": jnp.array([[0.0, 1.0, 1.0]]), "object_mask": jnp.array([[0.0, 0.0, 1.0]])}
-    w = cm.with_token_weights(cm.Method.parse("Uniform"), batch, None)["token_weights"]
+    w = cm.with_token_weights(resolve("Uniform", "ckl"), batch, None)["token_weights"]
     np.testing.assert_array_equal(np.asarray(w), [[0.0, 1.0, 1.0]])
-    w = cm.with_token_weights(cm.Method.parse("TAALM"), batch, jnp.array([[0.5, 0.5, 0.25]]))["token_weights"]
+    w = cm.with_token_weights(resolve("TAALM", "ckl"), batch, jnp.array([[0.5, 0.5, 0.25]]))["token_weights"]
     np.testing.assert_array_equal(np.asarray(w), [[0.0, 0.5, 0.25]])
-    with pytest.raises(ValueError, match="unknown"):
-        cm.Method.parse("TAALM + EWC")
-    with pytest.raises(ValueError, match="combines"):
-        cm.Method.parse("TAALM + Oracle")
+    w = cm.with_token_weights(resolve("Oracle", "ckl"), batch, None)["token_weights"]
+    np.testing.assert_array_equal(np.asarray(w), [[0.0, 0.0, 1.0]])
+    assert "token_weights" not in cm.with_token_weights(f, batch, None)
+    with pytest.raises(ValueError, match="not available in the ckl recipe"):
+        resolve("TAALM + EWC", "ckl")
+    with pytest.raises(ValueError, match="both set the token_loss hook"):
+        resolve("TAALM + Oracle", "ckl")
+    with pytest.raises(ValueError, match="--methods: unknown method component 'Finetun'"):
+        resolve_each(("Finetune", "Finetun"), "ckl", flag="--methods")
 
 
 def _encoded(key, n, length, obj_at):
@@ -138,7 +149,7 @@ def test_lama_ckl_protocol_runs_every_method(key, name):
               "not_to_forget": _encoded(jax.random.fold_in(key, 2), 4, 5, [4])}
     weights = tuple(np.full(9, 0.5, np.float32) for _ in range(6))
     cfg = ckl.CKLConfig(epochs=2, batch_size=4, lr=1e-2, eval_batch=4)
-    method = cm.Method.parse(name)
+    method = resolve(name, "ckl")
     theta = cm.build_theta(tiny(), method, LoRAConfig(rank=2, alpha=2.0, dropout=0.1), kadapter.KAdapterConfig())
     res = ckl.run_lama_ckl(theta, method, ckl.Stream(docs, weights), probes, cfg, review=ckl.Stream(docs, weights))
     assert [h["epoch"] for h in res["history"]] == [0, 1, 2]
@@ -157,7 +168,7 @@ def test_temporalwiki_protocol_carries_theta_and_scores_before_after(key):
     docs = _encoded(key, 4, 9, [6, 7])
     probe = _encoded(jax.random.fold_in(key, 1), 4, 5, [3, 4])
     periods = [ckl.Period(f"p{i}", ckl.Stream(docs), probe, probe) for i in range(2)]
-    method = cm.Method.parse("Finetune")
+    method = resolve("Finetune", "ckl")
     theta = cm.build_theta(tiny(), method, LoRAConfig(rank=2, alpha=2.0, dropout=0.0), kadapter.KAdapterConfig())
     out = ckl.run_temporalwiki(theta, method, periods, ckl.CKLConfig(epochs=1, batch_size=4, lr=1e-2, eval_batch=4))
     assert [r["period"] for r in out] == ["p0", "p1"]

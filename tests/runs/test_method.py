@@ -1,5 +1,5 @@
 """The one method registry (runs/method.py) and the hooks it resolves to (runs/methods.py): names compose, every
-recipe refuses what it cannot run, the CKL table's names give the same switches as ``ckl_methods.Method.parse``,
+recipe refuses what it cannot run, the CKL table's names resolve (they are the ckl recipe's only names),
 and the EWC / RHO-1 hooks compute what their formulas say on a tiny model."""
 
 import jax
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from cfka_jax.continual import ckl_methods
 from cfka_jax.continual.ewc import ewc_penalty
 from cfka_jax.experiments.taalm import LAMA_METHODS, TWIKI_METHODS
 from cfka_jax.runs import methods
@@ -51,8 +50,14 @@ def test_every_component_runs_somewhere():
 
 
 @pytest.mark.parametrize("name", sorted(set(LAMA_METHODS) | set(TWIKI_METHODS) | {"Uniform", "RHO-1 + Mix-review"}))
-def test_ckl_names_give_the_ckl_switches(name):
-    assert resolve(name, "ckl").ckl() == ckl_methods.Method.parse(name)
+def test_ckl_names_resolve_in_the_ckl_recipe_only_where_it_runs_them(name):
+    m = resolve(name, "ckl")
+    assert m.penalty is None and m.replay in (None, "mix-review") and m.update in (None, "kadapter")
+    if m.token_loss in ("nll", "rho1") and m.update is None and m.optimizer == "adamw" and m.replay is None:
+        resolve(name, "corpus")  # Finetune, RHO-1: the train_lm recipes run them too
+    else:
+        with pytest.raises(ValueError, match="not available in the corpus recipe"):
+            resolve(name, "corpus")
 
 
 def test_options_are_validated():
