@@ -143,34 +143,36 @@ def make_record(relation: str, uuid: str, subject: str, obj: str, evidence: str,
 
 @dataclasses.dataclass(frozen=True)
 class SyntheticCKLConfig:
-    """Sizes of the synthetic world: person groups (disjoint, in this order), set sizes and evidence shape.
-
-    Attributes:
-        pt_changed: people whose change (evidence + new facts) is part of the PT corpus.
-        to_learn_pool / ta_pool / twiki_pool / other: the groups behind TO-LEARN, the TA pairs (one change per
-            relation of ``change_relations`` each), the TemporalWiki periods, and extra NOT-TO-FORGET candidates.
-        to_learn / not_to_forget: sizes of the two benchmark sets (taken from the scored candidates).
-        bios_per_person: biographies per person in the PT corpus.
-        distractors: random-detail sentences per evidence paragraph.
-        name_pool: first and last names each drawn from the first ``name_pool`` of the project's pools (a
-            smaller vocabulary; 26·name_pool² distinct full names).
-        change_relations: the time-variant relations that change (``employer``, ``residence``). Default employer
-            only: a new residence "City, ST" is never scored 0 by θ0 (the comma and often the state follow from
-            the city, partial credit §5.5), so the TO-LEARN and TA rules would reject every residence change.
-    """
+    """Sizes of the synthetic world: person groups (disjoint, in the order of the fields ``pt_changed`` …
+    ``other``), set sizes and evidence shape."""
 
     pt_changed: int = 60
+    """People whose change (evidence + new facts) is part of the PT corpus."""
     to_learn_pool: int = 120
+    """People behind the TO-LEARN set."""
     ta_pool: int = 160
+    """People behind the TA pairs (one change per relation of ``change_relations`` each)."""
     twiki_pool: int = 120
+    """People behind the TemporalWiki periods."""
     other: int = 40
+    """Extra NOT-TO-FORGET candidates."""
     to_learn: int = 100
+    """Size of the TO-LEARN set (taken from the scored candidates)."""
     not_to_forget: int = 100
+    """Size of the NOT-TO-FORGET set (taken from the scored candidates)."""
     bios_per_person: int = 2
+    """Biographies per person in the PT corpus."""
     distractors: int = 3
+    """Random-detail sentences per evidence paragraph."""
     name_pool: int = 200
+    """First and last names each drawn from the first ``name_pool`` of the project's pools (a smaller
+    vocabulary; 26·name_pool² distinct full names)."""
     change_relations: tuple[str, ...] = ("employer",)
+    """The time-variant relations that change (``employer``, ``residence``). Default employer only: a new
+    residence "City, ST" is never scored 0 by θ0 (the comma and often the state follow from the city, partial
+    credit §5.5), so the TO-LEARN and TA rules would reject every residence change."""
     seed: int = 7
+    """Seed of the world: people, facts, changes and evidence."""
 
     def __post_init__(self):
         check_sizes(self, [f.name for f in dataclasses.fields(self) if f.name != "change_relations"], lo=0)

@@ -52,7 +52,7 @@ from cfka_jax.continual.replay import build_replay
 from cfka_jax.models import from_pretrained, load_tokenizer
 from cfka_jax.runs.engine import finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
-from cfka_jax.runs.method import Method, method_options, recipe_components, resolve
+from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import train_hooks, with_update
 from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
 from cfka_jax.runs.replay import real_replay_config
@@ -60,7 +60,7 @@ from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES
 from cfka_jax.train.optim import STATE_DTYPES
 from cfka_jax.train.step import make_eval_logits
-from cfka_jax.experiments.update_flags import add_update_flags, check_freeze_layers, check_update_flags, updated_model
+from cfka_jax.experiments.update_flags import PretrainedRunFields, add_update_flags, check_freeze_layers, updated_model
 
 METHODS = recipe_components("corpus")
 """One-component methods of the recipe (``runs/method.RECIPES['corpus']``); ``+`` composes them."""
@@ -73,7 +73,7 @@ FLAGS = {"steps": "cpt.steps", "warmup": "cpt.warmup", "lr": "cpt.peak_lr", "min
 
 
 @dataclasses.dataclass(frozen=True)
-class CorpusCPTConfig:
+class CorpusCPTConfig(PretrainedRunFields):
     """One ``cfka corpus-cpt`` run. ``overrides`` replaces preset fields by flag name (:data:`FLAGS`)."""
 
     data: tuple[str, ...]
@@ -95,23 +95,12 @@ class CorpusCPTConfig:
     overflow: str = "split"
     heldout: float = 0.02
     heldout_max_docs: int = 500
-    minhash: bool = True
-    dtype: str = "float32"
-    seed: int = 0
-    progress: bool = True
-    update: str = "full"
-    freeze_layers: int | None = None
-    lora_rank: int = 128
-    mesh: str | None = None
-    ewc_lambda: float | None = None
-    ewc_batches: int | None = None
     ewc_fisher: str | None = None
-    rho_k: float | None = None
     remat: bool | None = None
     opt_state_dtype: str | None = None
 
     def __post_init__(self):
-        check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
+        super().__post_init__()
         if self.opt_state_dtype is not None and self.opt_state_dtype not in STATE_DTYPES:
             raise ValueError(f"--opt-state-dtype must be one of {tuple(STATE_DTYPES)}, got {self.opt_state_dtype!r}")
         if not self.data:
@@ -139,8 +128,7 @@ class CorpusCPTConfig:
     @property
     def resolved(self) -> Method:
         """``--method`` resolved once by the one registry (``runs/method.resolve``, recipe ``corpus``)."""
-        return resolve(self.method, "corpus", method_options(ewc_lambda=self.ewc_lambda, ewc_batches=self.ewc_batches,
-                                                             ewc_fisher=self.ewc_fisher, rho_k=self.rho_k))
+        return resolve(self.method, "corpus", self.options(ewc_fisher=self.ewc_fisher))
 
     @property
     def scale(self) -> Preset:

@@ -56,10 +56,14 @@ SCALES = {
 @dataclasses.dataclass(frozen=True)
 class CrosslingualConfig:
     scale: str = "smoke"
+    """A key of :data:`SCALES`: the language world, the model and its training steps."""
     arch: str = "qwen"
     topk: int = 16
+    """k of the ``topk_unique`` vocabulary mode (the release's 16)."""
     lr: float = 3e-3
+    """AdamW learning rate of the from-scratch training."""
     seeds: tuple[int, ...] = ()
+    """Training seeds (empty: the scale's)."""
     out: str = "runs/geometry/crosslingual"
 
     def __post_init__(self):

@@ -79,10 +79,14 @@ SCALES = {
 @dataclasses.dataclass(frozen=True)
 class SelectConfig:
     scale: str = "smoke"
+    """A key of :data:`SCALES`: the task, the model and the fine-tuning / LESS sizes."""
     arch: str = "qwen"
     fraction: float = 0.05
+    """The selected fraction of the training pool, in (0, 1]."""
     lr: float = 1e-3
+    """AdamW learning rate of the fine-tuning (and LESS warm-up) on the selection."""
     seeds: tuple[int, ...] = ()
+    """Seeds, one result row each, reported as mean ± std (empty: the scale's)."""
     out: str = "runs/geometry/select"
 
     def __post_init__(self):

@@ -41,13 +41,13 @@ from cfka_jax.eval.fluency import fluency_evaluator, fluency_layout
 from cfka_jax.models import from_pretrained, load_tokenizer
 from cfka_jax.runs.engine import finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
-from cfka_jax.runs.method import Method, method_options, recipe_components, resolve
+from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import train_hooks, with_update
 from cfka_jax.runs.presets import KNOWEDIT, Preset, lookup, override
 from cfka_jax.runs.replay import real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES
-from cfka_jax.experiments.update_flags import add_update_flags, check_freeze_layers, check_update_flags, updated_model
+from cfka_jax.experiments.update_flags import PretrainedRunFields, add_update_flags, check_freeze_layers, updated_model
 
 METHODS = ("naive", "lamol", "stoc")
 """The default methods (the paper's table); any name of ``runs/method.RECIPES['knowedit']`` runs too."""
@@ -68,7 +68,7 @@ MIXING_RULES = {"alpha": "token_share", "code_5050": "code_5050"}
 
 
 @dataclasses.dataclass(frozen=True)
-class KnowEditRun:
+class KnowEditRun(PretrainedRunFields):
     """One ``cfka knowedit`` invocation (decisions #8, #12, #21, #25, #26 as fields)."""
 
     data: str
@@ -85,20 +85,9 @@ class KnowEditRun:
     aug_align: str = "per_truth"
     fluency_mode: str = "packed"
     eval_stride: int = 1
-    minhash: bool = True
-    dtype: str = "float32"
-    seed: int = 0
-    progress: bool = True
-    update: str = "full"
-    freeze_layers: int | None = None
-    lora_rank: int = 128
-    mesh: str | None = None
-    ewc_lambda: float | None = None
-    ewc_batches: int | None = None
-    rho_k: float | None = None
 
     def __post_init__(self):
-        check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
+        super().__post_init__()
         ke.KnowEditConfig(self.kind, self.wrap_strings, self.aug_align)  # validates those three
         if self.mixing not in MIXING_RULES:
             raise ValueError(f"--mixing must be one of {sorted(MIXING_RULES)}, got {self.mixing!r}")
@@ -128,8 +117,7 @@ class KnowEditRun:
 
     def resolved(self, name: str) -> Method:
         """A method of ``methods`` resolved once by the one registry (``runs/method.resolve``, recipe knowedit)."""
-        return resolve(name, "knowedit", method_options(ewc_lambda=self.ewc_lambda, ewc_batches=self.ewc_batches,
-                                                        rho_k=self.rho_k))
+        return resolve(name, "knowedit", self.options())
 
     def run_name(self, method: str) -> str:
         """``<method>`` / ``<method>-a<alpha>[-code5050]`` for a replay method (spaces dropped), with

@@ -14,10 +14,39 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from cfka_jax.parallel.mesh import parse_mesh
+from cfka_jax.runs.method import MethodOptions, method_options
 from cfka_jax.runs.methods import apply_update
 from cfka_jax.runs.specs import UPDATES
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PretrainedRunFields:
+    """The fields the pretrained-model recipes share (``CorpusCPTConfig``, ``KnowEditRun`` derive from it): replay
+    de-duplication, dtype, seed, progress, the update mode and mesh (module docstring) and the method options of
+    the one registry (None = ``runs/method.MethodOptions``' default). Keyword-only, so each recipe keeps its own
+    required fields first; ``__post_init__`` checks the update flags (subclasses call it first)."""
+
+    minhash: bool = True
+    dtype: str = "float32"
+    seed: int = 0
+    progress: bool = True
+    update: str = "full"
+    freeze_layers: int | None = None
+    lora_rank: int = 128
+    mesh: str | None = None
+    ewc_lambda: float | None = None
+    ewc_batches: int | None = None
+    rho_k: float | None = None
+
+    def __post_init__(self):
+        check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
+
+    def options(self, **more) -> MethodOptions:
+        """The registry's :class:`MethodOptions` of these fields (and ``more``, e.g. a recipe's ``ewc_fisher``)."""
+        return method_options(ewc_lambda=self.ewc_lambda, ewc_batches=self.ewc_batches, rho_k=self.rho_k, **more)
 
 
 def add_update_flags(ap: argparse.ArgumentParser) -> None:

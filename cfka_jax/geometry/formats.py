@@ -52,6 +52,7 @@ class FormatWorldConfig:
     """Sizes of the two-task world."""
 
     subjects: int = 8
+    """Subjects k; each entity belongs to one, and its token subj_k is in both tasks' prompts."""
     entities_per_subject: int = 24
     """Entities of each subject in the old (multiple-choice) task."""
     content_tokens: int = 32
@@ -59,11 +60,17 @@ class FormatWorldConfig:
     new_entities: int = 64
     """Entities e′ of the new (long-form) task, disjoint from the old task's."""
     new_train: int = 1200
+    """Training items of the new task."""
     new_test: int = 200
+    """Held-out items of the new task."""
     input_len: int = 8
+    """n, the content tokens x of a new-task question (8 puts its ANS at position 12, as the old task's)."""
     answer_len: int = 8
+    """m, the tokens of a new-task answer y."""
     subject_weights: tuple[float, ...] = ()
+    """The new task's subject weights (``subjects`` values; empty: ``subjects − 1, …, 0``, normalised)."""
     seed: int = 0
+    """Seed of the world (values, letters, choices, items)."""
 
     def __post_init__(self):
         check_sizes(self, ("subjects", "entities_per_subject", "content_tokens", "new_entities", "new_train",

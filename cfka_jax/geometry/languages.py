@@ -34,18 +34,23 @@ class LanguageConfig:
     languages: int = 5
     """Languages, each with its own block of token ids (>= 2: a query language and a candidate language)."""
     entities: int = 40
+    """Entities E, each with its own name (``name_len`` pieces)."""
     relations: int = 4
     """Relations per entity: item i is (entity ``i // relations``, relation ``i % relations``)."""
     name_pieces: int = 24
     """Concepts that entity names are drawn from (names share pieces as words share subwords)."""
     name_len: int = 2
+    """Name pieces per entity name."""
     value_concepts: int = 24
+    """Concepts that fact values are drawn from."""
     value_len: int = 2
+    """Value concepts per fact value."""
     parallel: int = 2400
     """Translation pairs (an item in two different languages) in the pretraining corpus."""
     queries: int = 40
     """Retrieval queries: distinct items in language 0 (at most ``entities * relations``)."""
     seed: int = 0
+    """Seed of the names, values and per-language permutations."""
 
     def __post_init__(self):
         check_sizes(self, ("entities", "relations", "name_pieces", "name_len", "value_concepts", "value_len",
