@@ -11,7 +11,14 @@ What tyro derives from the class, and what :class:`Flags` adds:
 * ``choices`` turns a ``str`` field into a choice among a registry's names (``runs/presets.BIOGRAPHY``,
   ``models/family``, method registries), read when the parser is built so a new registry entry is a new choice;
 * a ``bool`` field is one flag that flips its default (``--no-retention`` for a field that defaults to True,
-  ``--pt-checkpoint`` for one that defaults to False); ``aliases`` keeps an older spelling (``--skip-legacy``);
+  ``--pt-checkpoint`` for one that defaults to False), and its help says what the flag does ("retention; on by
+  default, this flag turns it off") rather than tyro's "(default: True)"; ``aliases`` keeps an older spelling
+  (``--skip-legacy``);
+* ``parsers`` gives a field a converter of its one token (``values.float_arg(lo=0.0)``, ``values.floats_arg``,
+  ``int_arg``): a value it rejects (``ValueError``, ``argparse.ArgumentTypeError``) is a parse error naming the
+  option, exit 2, before anything runs;
+* ``layered`` names a field holding a file of field values (``cfka sweep --config grid.toml``) and its reader:
+  the file's values replace the defaults, the command line's flags replace the file's;
 * a ``tuple[T, ...]`` field takes comma-separated items (``--alphas 0.5,0.9``; also space-separated, and
   ``--measures ""`` is the empty tuple), each converted to ``T`` and checked against ``choices`` when given;
 * ``names`` keeps an option whose name predates the field (``--bootstrap`` for ``num_boot``), ``required``
@@ -79,6 +86,40 @@ def _items(name: str, item: type, choices: Sequence[str] | None):
         is_instance=lambda x: isinstance(x, tuple), str_from_instance=lambda t: [",".join(map(str, t))])
 
 
+def _parsed(name: str, parse: Callable[[str], Any], metavar: str, is_tuple: bool):
+    """tyro's constructor of an option converted (and checked) by ``parse`` from its token(s), joined by commas."""
+
+    def convert(tokens: list[str]):
+        try:
+            return parse(",".join(tokens))
+        except Exception as err:  # noqa: BLE001 (argparse.ArgumentTypeError is not a ValueError)
+            raise ValueError(str(err)) from None
+
+    return tyro.constructors.PrimitiveConstructorSpec(
+        nargs="*" if is_tuple else 1, metavar=metavar, instance_from_str=convert, is_instance=lambda x: True,
+        str_from_instance=lambda v: [",".join(map(str, v)) if isinstance(v, tuple) else str(v)])
+
+
+def _hint(tp: Any, default: Any, help_text: str | None) -> str | None:
+    """The text after a field's help: what a boolean flag does, nothing where the help already names the default
+    (``"(default: the preset's)"``), else tyro's ``(default: ...)``."""
+    if tp is bool:
+        return "(on by default; this flag turns it off)" if default is True else "(off by default)"
+    if help_text and "default" in help_text.lower():
+        return ""
+    return None
+
+
+def _field_doc(cls: type, name: str) -> str | None:
+    """The help tyro reads for a field (its docstring or comment), to see whether it already names the default."""
+    try:
+        from tyro import _docstrings
+
+        return _docstrings.get_field_docstring(cls, name, ())
+    except Exception:  # noqa: BLE001 (a private helper of tyro: without it, tyro's default hint stays)
+        return None
+
+
 def _tuple_item(tp: Any) -> type | None:
     if typing.get_origin(tp) is tuple:
         args = typing.get_args(tp)
@@ -103,14 +144,18 @@ class Flags:
     help: Mapping[str, str] = dataclasses.field(default_factory=dict)
     metavars: Mapping[str, str] = dataclasses.field(default_factory=dict)
     nested: Mapping[str, Flags] = dataclasses.field(default_factory=dict)
+    parsers: Mapping[str, Callable[[str], Any]] = dataclasses.field(default_factory=dict)
+    layered: tuple[str, Callable[[str], Mapping[str, Any]]] | None = None
 
     def __post_init__(self):
         fields = {f.name for f in dataclasses.fields(self.config)}
         for what in ("choices", "names", "aliases", "required", "hidden", "positional", "help", "metavars",
-                     "nested"):
+                     "nested", "parsers"):
             unknown = set(getattr(self, what)) - fields
             if unknown:
                 raise ValueError(f"Flags({self.config.__name__}).{what}: no such field {sorted(unknown)}")
+        if self.layered is not None and self.layered[0] not in fields:
+            raise ValueError(f"Flags({self.config.__name__}).layered: no such field {self.layered[0]!r}")
 
     def command(self) -> type:
         """A subclass of the config whose annotations carry the flags (tyro reads help from the parent's source);
@@ -123,7 +168,14 @@ class Flags:
             tp, markers = hints[f.name], []
             choices = tuple(self.choices[f.name]()) if f.name in self.choices else None
             item = _tuple_item(tp)
-            if f.name in self.nested:  # a nested config's fields are flags of this command, without a prefix
+            default = f.default if f.default is not dataclasses.MISSING else None
+            help_text = self.help.get(f.name) or _field_doc(self.config, f.name)
+            hint = _hint(tp, default, help_text)
+            if f.name in self.parsers:
+                base = item if item is not None else next((a for a in typing.get_args(tp) if a is not type(None)), tp)
+                metavar = getattr(base, "__name__", "VALUE").upper() + (",..." if item is not None else "")
+                markers.append(_parsed(f.name, self.parsers[f.name], metavar, item is not None))
+            elif f.name in self.nested:  # a nested config's fields are flags of this command, without a prefix
                 tp = self.nested[f.name].command()
                 markers.append(tyro.conf.OmitArgPrefixes)
             elif f.name in self.positional:
@@ -135,7 +187,7 @@ class Flags:
                     raise TypeError(f"choices for {self.config.__name__}.{f.name}: a str field, not {tp}")
                 tp = Literal[choices] if tp is str else Literal[choices] | None
             arg = {k: v for k, v in (("name", self.names.get(f.name)), ("aliases", self.aliases.get(f.name)),
-                                     ("help", self.help.get(f.name)),
+                                     ("help", self.help.get(f.name)), ("help_behavior_hint", hint),
                                      ("metavar", self.metavars.get(f.name))) if v is not None}
             if arg:
                 markers.append(tyro.conf.arg(**arg))
@@ -152,33 +204,30 @@ class Flags:
                 ns[f.name] = dataclasses.field(default_factory=f.default_factory)
         return dataclasses.dataclass(frozen=True)(type(self.config.__name__, (self.config,), ns))
 
-    def _tyro(self, argv: Sequence[str]):
-        return tyro.cli(functools.partial(self.command()), args=list(argv), prog=self.prog,
-                        config=(tyro.conf.FlagCreatePairsOff,))
+    def _parse(self, command: type, argv: list[str], default: Any = None):
+        return _parse(command, argv, self.prog, default)
+
+    def values(self, argv: Sequence[str] | None = None) -> dict:
+        """The field values from ``argv`` (default ``sys.argv[1:]``), nested configs built, this config not yet:
+        defaults ← the ``layered`` file (if named) ← the flags."""
+        argv = sys.argv[1:] if argv is None else list(argv)
+        command = self.command()
+        parsed = self._parse(command, argv)
+        if self.layered is not None and getattr(parsed, self.layered[0]) is not None:
+            field, read = self.layered
+            base = {f.name: getattr(parsed, f.name) for f in dataclasses.fields(command)}
+            base.update({f.name: f.default for f in dataclasses.fields(command)
+                         if f.default is not dataclasses.MISSING})
+            base.update(read(getattr(parsed, field)), **{field: getattr(parsed, field)})
+            parsed = self._parse(command, argv, default=command(**base))
+        values = _values(parsed, self.config)
+        for name, flags in self.nested.items():
+            values[name] = flags.build(values[name])
+        return values
 
     def parse(self, argv: Sequence[str] | None = None):
-        """The config from ``argv`` (default ``sys.argv[1:]``); a rejected value is one line on stderr, exit 2."""
-        argv = sys.argv[1:] if argv is None else list(argv)
-        with contextlib.redirect_stderr(io.StringIO()):
-            try:
-                parsed = self._tyro(argv)
-            except SystemExit as err:
-                if err.code in (0, None):
-                    raise
-                failed = True
-            else:
-                failed = False
-        if failed:  # parse again with an unbounded width, so that the message is not wrapped, and keep its text
-            captured, columns = io.StringIO(), os.environ.get("COLUMNS")
-            os.environ["COLUMNS"] = "100000"
-            try:
-                with contextlib.redirect_stderr(captured), contextlib.suppress(SystemExit):
-                    self._tyro(argv)
-            finally:
-                os.environ.pop("COLUMNS") if columns is None else os.environ.__setitem__("COLUMNS", columns)
-            print(f"{self.prog}: error: {one_line(captured.getvalue())}", file=sys.stderr)
-            raise SystemExit(2)
-        return self.build(parsed)
+        """The config from ``argv`` (default ``sys.argv[1:]``), validated once by its own ``__post_init__``."""
+        return self.config(**self.values(argv))
 
     def build(self, parsed):
         """The config (validated once) from tyro's instance of :meth:`command`."""
@@ -186,6 +235,58 @@ class Flags:
         for name, flags in self.nested.items():
             values[name] = flags.build(values[name])
         return self.config(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class Subcommands:
+    """One command whose first word picks one of several configs (``cfka geometry onestep --eta 1e-4``): one tyro
+    parse of the union of their generated classes; each keeps its own :class:`Flags` (choices, names, help).
+
+    ``parse`` returns ``(name, config)``.
+    """
+
+    prog: str
+    commands: Mapping[str, Flags]
+    description: str | None = None
+    help: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def parse(self, argv: Sequence[str] | None = None):
+        argv = sys.argv[1:] if argv is None else list(argv)
+        classes = {name: flags.command() for name, flags in self.commands.items()}
+        union = typing.Union[tuple(Annotated[cls, tyro.conf.subcommand(name, description=self.help.get(name))]
+                                   for name, cls in classes.items())]
+        parsed = _parse(union, argv, self.prog, description=self.description)
+        name = next(n for n, cls in classes.items() if type(parsed) is cls)
+        return name, self.commands[name].build(parsed)
+
+
+def _tyro(target: Any, argv: Sequence[str], prog: str, default: Any = None, description: str | None = None):
+    if default is None:
+        target = functools.partial(target) if isinstance(target, type) else target
+        return tyro.cli(target, args=list(argv), prog=prog, description=description,
+                        config=(tyro.conf.FlagCreatePairsOff,))
+    return tyro.cli(target, args=list(argv), prog=prog, default=default, description=description,
+                    config=(tyro.conf.FlagCreatePairsOff,))
+
+
+def _parse(target: Any, argv: list[str], prog: str, default: Any = None, description: str | None = None):
+    """tyro's instance of ``target``; a rejected value is one line ``prog: error: ...`` on stderr, exit 2."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            return _tyro(target, argv, prog, default, description)
+        except SystemExit as err:
+            if err.code in (0, None):
+                raise
+    # parse again with an unbounded width, so that the message is not wrapped, and keep its text
+    captured, columns = io.StringIO(), os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100000"
+    try:
+        with contextlib.redirect_stderr(captured), contextlib.suppress(SystemExit):
+            _tyro(target, argv, prog, default, description)
+    finally:
+        os.environ.pop("COLUMNS") if columns is None else os.environ.__setitem__("COLUMNS", columns)
+    print(f"{prog}: error: {one_line(captured.getvalue())}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _values(obj, cls: type | None = None) -> dict:

@@ -26,7 +26,23 @@ def test_generated_commands_resolve_once_and_list_every_field_in_help(command, c
         cli.main([command, "--help"])
     out = capsys.readouterr().out
     assert exit_info.value.code == 0 and "usage" in out
-    _assert_every_field_listed(flags, out)
+    if hasattr(flags, "commands"):  # cli_gen.Subcommands: `cfka geometry onestep --help`, ...
+        for name, sub in flags.commands.commands.items():
+            assert name in out
+            with pytest.raises(SystemExit) as exit_info:
+                cli.main([command, name, "--help"])
+            sub_out = capsys.readouterr().out
+            assert exit_info.value.code == 0 and sub.prog in sub_out
+            _assert_every_field_listed(sub, sub_out)
+    elif hasattr(flags, "modes"):  # `cfka taalm`: a study chosen by an option (--biography, --lama-ckl)
+        for selector, sub in flags.modes.values():
+            with pytest.raises(SystemExit) as exit_info:
+                cli.main([command, *selector, "--help"])
+            sub_out = capsys.readouterr().out
+            assert exit_info.value.code == 0 and sub.prog in sub_out
+            _assert_every_field_listed(sub, sub_out)
+    else:
+        _assert_every_field_listed(flags, out)
 
 
 def _assert_every_field_listed(flags, out: str) -> None:
@@ -65,12 +81,42 @@ def test_top_level_help_lists_every_subcommand(capsys):
 
 
 def test_cpt_parses_generative_replay_switches():
-    args = cli.build_parser().parse_args(["cpt", "--method", "stoc", "--alpha", "0.8", "--score-norm", "n_queries",
-                                          "--snippet-rule", "window_sum", "--no-minhash", "--eval-every", "25"])
-    switches = cli._switches(args)
-    assert (args.method, args.alpha, args.eval_every) == ("stoc", 0.8, 25)
+    flags, _ = cli.resolve("cpt")
+    cfg = flags.parse(["--method", "stoc", "--alpha", "0.8", "--score-norm", "n_queries", "--snippet-rule",
+                       "window_sum", "--no-minhash", "--eval-every", "25"])
+    switches = cfg.spec().replay
+    assert (cfg.method, cfg.alpha, cfg.eval_every) == ("stoc", 0.8, 25)
     assert (switches.score_norm, switches.snippet_rule, switches.minhash) == ("n_queries", "window_sum", False)
     assert switches.tag == "-score_norm=n_queries-snippet_rule=window_sum-minhash=False"
+
+
+def test_pt_and_cpt_keep_their_defaults_and_spell_the_spec():
+    from cfka_jax.runs.specs import CPTSpec, PTSpec
+
+    pt = cli.resolve("pt")[0].parse([])
+    assert pt.spec() == PTSpec(out="runs/pt-smoke-qwen") and pt.distributed is False
+    assert type(pt.spec()) is PTSpec
+    cpt = cli.resolve("cpt")[0].parse(["--update", "lora", "--lora-rank", "4", "--distributed", "--no-progress"])
+    assert cpt.spec() == CPTSpec(update="lora", lora_rank=4, progress=False) and cpt.distributed
+
+
+def test_boolean_flags_say_what_they_do(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["cpt", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(on by default; this flag turns it off)" in out and "(default: True)" not in out
+    assert "(off by default)" in out and "(default: False)" not in out
+
+
+def test_sweep_flags_override_the_config_file_which_overrides_the_defaults(tmp_path):
+    from cfka_jax.experiments.theory_sweep import SweepConfig
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text("steps = 400\nnum_seeds = 3\nx64 = false\n")
+    flags, _ = cli.resolve("sweep")
+    cfg = flags.parse(["--config", str(grid), "--seeds", "5", "--eta", "0.25"])
+    assert cfg.sweep() == SweepConfig(steps=400, num_seeds=5, eta_y=0.25, x64=False)
+    assert flags.parse(["--float32"]).sweep() == SweepConfig(x64=False)
 
 
 MISSING = "/nonexistent/cfka-test"
@@ -105,6 +151,20 @@ BAD = [  # (argv, words the one error line must contain)
     (["stoc-table", "--alphas", "0.5,half"], ["--alphas", "half"]),
     (["stoc-table", "--score-norm", "mean"], ["--score-norm", "mean"]),
     (["sweep", "--config", MISSING + ".toml"], [MISSING]),
+    (["geometry", "onestep", "--scale", "paper"], ["--scale", "paper"]),
+    (["geometry", "select", "--fraction", "0"], ["fraction"]),
+    (["geometry", "transmission", "--resets", "none,top9"], ["top9"]),
+    (["geometry"], ["geometry"]),
+    (["taalm", "--preset", "huge"], ["--preset", "huge"]),
+    (["taalm", "--methods", "Finetune,NoSuchMethod", "--preset", "smoke"], ["NoSuchMethod"]),
+    (["taalm", "--biography", MISSING, "--preset", "huge"], ["--preset", "huge"]),
+    (["taalm", "--lama-ckl", MISSING, "--out", "o"], ["--model"]),
+    (["taalm", "--lama-ckl", MISSING, "--model", MISSING, "--out", "o", "--update", "half"], ["--update", "half"]),
+    (["sweep", "--seeds", "3", "--chunk-runs", "2"], ["chunk_runs", "command-line flags"]),
+    (["sweep", "--replay", "fake"], ["--replay", "fake"]),
+    (["pt", "--bpe-vocab", "3"], ["--bpe-vocab"]),
+    (["cpt", "--update", "half"], ["--update", "half"]),
+    (["proofs", "--no-such-flag"], ["--no-such-flag"]),
     (["di-attention", "--preset", "tiny", "--out", "o"], ["--preset", "tiny"]),
     (["di-attention", "--seeds", "many", "--out", "o"], ["--seeds", "many"]),
     (["di-attention", "--measures", "fact,cosine", "--out", "o"], ["--measures", "cosine"]),

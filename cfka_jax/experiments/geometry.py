@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import sys
 
+from cfka_jax.cli_gen import Flags, Subcommands
 from cfka_jax.values import check_floats, float_arg
 
 _POSITIVE = float_arg(lo=0.0, lo_open=True)  # a finite number > 0 (step sizes, learning rates)
@@ -48,103 +50,112 @@ def _taus(text: str) -> tuple[float, ...]:
     return tuple(vals)
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(t) for t in text.split(",") if t.strip())
+SUBCOMMANDS = {  # name → (module, config class, help)
+    "onestep": ("geometry_onestep", "OnestepConfig", "one-step influence vs the actual change"),
+    "coldstart": ("geometry_onestep", "ColdstartConfig", "cold-start sign"),
+    "attribution": ("geometry_attribution", "AttributionConfig", "identification benchmark"),
+    "energy": ("geometry_energy", "EnergyConfig", "energy histogram and masking"),
+    "erosion": ("geometry_erosion", "ErosionConfig", "collision vs erosion, masking, format isolation"),
+    "crosslingual": ("geometry_crosslingual", "CrosslingualConfig", "cross-lingual retrieval, CH1 vs CH1 + CH2"),
+    "select": ("geometry_select", "SelectConfig", "top-5 % data selection vs LESS / DataInf / HyperINF"),
+    "transmission": ("geometry_transmission", "TransmissionConfig", "readout transmission, resets, plasticity"),
+}
+ARCHS = ("qwen", "pythia")
+"""The families the synthetic geometry models are built in."""
+HELP = {  # the help of fields whose docstring is a class-level paragraph
+    "scale": "smoke (seconds, for tests) or small (the numbers in docs/geometry.md)",
+    "out": "output folder (default runs/geometry/<command>-<scale>)",
+    "arch": "model family of the synthetic model", "pair_seed": "seed of the (train, test) pair",
+    "eta": "SGD step of the one-step validation (> 0)", "start": "warm up from the random initialisation or the "
+    "synthetic base model", "steps": "checkpoint steps, e.g. 0,25,50,100,200 (empty: the scale's)",
+    "vocab": "the attribution vocabulary", "taus": "energy thresholds, e.g. inf,1.8,1.5,1.0",
+    "normalize": "energy masking: divide by all supervised tokens or by the kept ones",
+    "topk": "prediction_topk of the topk_unique vocabulary", "fraction": "fraction of the pool kept",
+    "seeds": "seeds, e.g. 0,1,2 (empty: the scale's)", "cache_dir": "where generated worlds and packs are cached",
+    "resets": "resets swept, e.g. none,readout", "sft_lr": "AdamW learning rate of the plasticity fine-tunes",
+    "world": "biography: Biography PT/CPT; ood: long CPT on a fact domain, out-of-domain probe tasks",
+}
+LR_HELP = {"coldstart": "AdamW learning rate of the warm-up", "erosion": "AdamW learning rate of the new task",
+           "select": "AdamW learning rate of the fine-tunes", "energy": "AdamW learning rate of the SFT",
+           "crosslingual": "AdamW learning rate"}
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cfka geometry", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--scale", choices=("smoke", "small"), default="smoke")
-    common.add_argument("--out", help="output folder (default runs/geometry/<command>-<scale>)")
-    for name, doc in (("onestep", "one-step influence vs the actual change"), ("coldstart", "cold-start sign"),
-                      ("attribution", "identification benchmark"), ("energy", "energy histogram and masking")):
-        s = sub.add_parser(name, parents=[common], help=doc)
-        s.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
-        if name in ("onestep", "coldstart"):
-            s.add_argument("--eta", type=_POSITIVE, help="SGD step of the one-step validation (> 0)")
-            s.add_argument("--pair-seed", dest="pair_seed", type=int, default=0)
-        if name == "coldstart":
-            s.add_argument("--lr", type=_POSITIVE, default=1e-4, help="AdamW learning rate of the warm-up")
-            s.add_argument("--start", choices=("random", "base"), default="random",
-                           help="warm up from the random initialisation (default) or the synthetic base model")
-            s.add_argument("--steps", type=_ints, help="checkpoint steps, e.g. 0,25,50,100,200 (default the scale's)")
-        if name == "attribution":
-            s.add_argument("--vocab", choices=("full", "total_unique"), default="total_unique")
-        if name == "energy":
-            s.add_argument("--taus", type=_taus, default=(math.inf, 1.8, 1.5, 1.0), help="e.g. inf,1.8,1.5,1.0")
-            s.add_argument("--normalize", choices=("all", "kept"), default="all")
-            s.add_argument("--lr", type=_POSITIVE, default=1e-3)
-    e = sub.add_parser("erosion", parents=[common], help="collision vs erosion, masking, format isolation")
-    e.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
-    e.add_argument("--taus", type=_taus, default=(1.8, 1.5, 1.0), help="masking thresholds, e.g. 1.8,1.5,1.0")
-    e.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the new task")
-    e.add_argument("--seeds", type=_ints, help="world/model seeds, e.g. 0,1,2 (default the scale's)")
-    c = sub.add_parser("crosslingual", parents=[common], help="cross-lingual retrieval, CH1 vs CH1 + CH2")
-    c.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
-    c.add_argument("--topk", type=int, default=16, help="prediction_topk of the topk_unique vocabulary")
-    c.add_argument("--seeds", type=_ints, help="world/model seeds, e.g. 0,1,2 (default the scale's)")
-    d = sub.add_parser("select", parents=[common], help="top-5 %% data selection vs LESS / DataInf / HyperINF")
-    d.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
-    d.add_argument("--fraction", type=float, default=0.05, help="fraction of the pool kept")
-    d.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate of the fine-tunes")
-    d.add_argument("--seeds", type=_ints, help="selection/fine-tuning seeds, e.g. 0,1,2 (default the scale's)")
-    t = sub.add_parser("transmission", parents=[common], help="readout transmission, resets, plasticity")
-    t.add_argument("--arch", choices=("qwen", "pythia"), default="qwen")
-    t.add_argument("--cache-dir", dest="cache_dir", default="runs/data-cache")
-    t.add_argument("--resets", type=lambda s: tuple(r.strip() for r in s.split(",") if r.strip()),
-                   help="resets swept, e.g. none,readout (default none,readout,readout_only,paper_last4)")
-    t.add_argument("--world", choices=("biography", "ood"), default="biography",
-                   help="biography: Biography PT/CPT; ood: long CPT on a fact domain, out-of-domain probe tasks")
-    t.add_argument("--seeds", type=_ints, help="ood world: seeds, e.g. 0,1,2 (default the scale's)")
-    return p
+def _config_class(name: str) -> type:
+    import importlib
+
+    module, cls, _ = SUBCOMMANDS[name]
+    return getattr(importlib.import_module(f"cfka_jax.experiments.{module}"), cls)
+
+
+def _cli_config(name: str) -> type:
+    """The config with ``out`` defaulting to None (``runs/geometry/<command>-<scale>``, :func:`configs`)."""
+    base = _config_class(name)
+    return dataclasses.make_dataclass(base.__name__, [("out", "str | None", dataclasses.field(default=None))],
+                                      bases=(base,), frozen=True, namespace={"__doc__": base.__doc__,
+                                                                             "__module__": base.__module__})
+
+
+def _flags(name: str) -> Flags:
+    cls = _cli_config(name)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    choices = {"scale": lambda: ("smoke", "small"), "arch": lambda: ARCHS, "start": lambda: ("random", "base"),
+               "vocab": lambda: ("full", "total_unique"), "normalize": lambda: ("all", "kept"),
+               "world": _worlds}
+    parsers = {"eta": _POSITIVE, "taus": _taus, **({"lr": _POSITIVE} if name in ("coldstart", "energy") else {})}
+    help_ = {**HELP, **({"lr": LR_HELP[name]} if name in LR_HELP else {})}
+    pick = lambda d: {k: v for k, v in d.items() if k in fields}  # noqa: E731
+    return Flags(cls, prog=f"cfka geometry {name}", description=SUBCOMMANDS[name][2], choices=pick(choices),
+                 parsers=pick(parsers), help=pick(help_), metavars={"out": "DIR"})
+
+
+def _worlds() -> tuple[str, ...]:
+    from cfka_jax.experiments.geometry_transmission import WORLDS
+
+    return WORLDS
+
+
+class _Flags:
+    """``cfka geometry``'s command line: the union of the studies' generated configs, built when first used."""
+
+    prog = "cfka geometry"
+
+    @functools.cached_property
+    def commands(self) -> Subcommands:
+        return Subcommands(self.prog, {name: _flags(name) for name in SUBCOMMANDS},
+                           description=__doc__.split("\n\n")[0], help={n: h for n, (_, _, h) in SUBCOMMANDS.items()})
+
+    def parse(self, argv: list[str] | None = None):
+        return self.commands.parse(argv)
+
+
+FLAGS = _Flags()
+"""The command line generated from the studies' configs (``cfka_jax/cli_gen.Subcommands``)."""
 
 
 def configs(argv: list[str]):
-    """The subcommand name and its frozen config."""
-    args = vars(_parser().parse_args(argv))
-    command = args.pop("command")
-    args["out"] = args["out"] or f"runs/geometry/{command}-{args['scale']}"
-    args = {k: v for k, v in args.items() if v is not None}
-    if command == "onestep":
-        from cfka_jax.experiments.geometry_onestep import OnestepConfig as cls
-    elif command == "coldstart":
-        from cfka_jax.experiments.geometry_onestep import ColdstartConfig as cls
-    elif command == "attribution":
-        from cfka_jax.experiments.geometry_attribution import AttributionConfig as cls
-    elif command == "energy":
-        from cfka_jax.experiments.geometry_energy import EnergyConfig as cls
-    elif command == "erosion":
-        from cfka_jax.experiments.geometry_erosion import ErosionConfig as cls
-    elif command == "crosslingual":
-        from cfka_jax.experiments.geometry_crosslingual import CrosslingualConfig as cls
-    elif command == "select":
-        from cfka_jax.experiments.geometry_select import SelectConfig as cls
-    else:
-        from cfka_jax.experiments.geometry_transmission import TransmissionConfig as cls
-    known = {f.name for f in dataclasses.fields(cls)}
-    return command, cls(**{k: v for k, v in args.items() if k in known})
+    """The subcommand name and its frozen config (``out`` filled in)."""
+    return finish(*FLAGS.parse(argv))
+
+
+def finish(name: str, cfg):
+    """The study's own config from the parsed one: ``out`` defaults to ``runs/geometry/<command>-<scale>``."""
+    base = _config_class(name)
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(base)}
+    return name, base(**{**values, "out": cfg.out or f"runs/geometry/{name}-{cfg.scale}"})
 
 
 def main(argv: list[str] | None = None) -> int:
-    command, cfg = configs(sys.argv[1:] if argv is None else argv)
-    if command in ("onestep", "coldstart"):
-        from cfka_jax.experiments import geometry_onestep as mod
-    elif command == "attribution":
-        from cfka_jax.experiments import geometry_attribution as mod
-    elif command == "energy":
-        from cfka_jax.experiments import geometry_energy as mod
-    elif command == "erosion":
-        from cfka_jax.experiments import geometry_erosion as mod
-    elif command == "crosslingual":
-        from cfka_jax.experiments import geometry_crosslingual as mod
-    elif command == "select":
-        from cfka_jax.experiments import geometry_select as mod
-    else:
-        from cfka_jax.experiments import geometry_transmission as mod
-    getattr(mod, f"run_{command}")(cfg)
-    print(f"[cfka geometry {command}] results in {cfg.out}")
+    return command(FLAGS.parse(sys.argv[1:] if argv is None else argv))
+
+
+def command(parsed) -> int:
+    """Runs one study: ``cfka geometry``'s run function (``parsed``: the subcommand's name and config)."""
+    import importlib
+
+    name, cfg = finish(*parsed)
+    mod = importlib.import_module(f"cfka_jax.experiments.{SUBCOMMANDS[name][0]}")
+    getattr(mod, f"run_{name}")(cfg)
+    print(f"[cfka geometry {name}] results in {cfg.out}")
     return 0
 
 

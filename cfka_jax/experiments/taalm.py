@@ -17,7 +17,6 @@ method) and ``phi_heatmap.png`` (φ's weights on a few TO-LEARN evidence paragra
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import pathlib
 
@@ -138,38 +137,10 @@ def run(cfg: TaalmConfig, *, twiki: bool = True) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import sys
+    """``cfka taalm`` (any of its three studies; ``experiments/taalm_command.py`` owns the command line)."""
+    from cfka_jax.experiments.taalm_command import main as taalm_main
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if any(a == "--biography" or a.startswith("--biography=") for a in argv):
-        from cfka_jax.experiments import taalm_biography
-
-        return taalm_biography.main(argv)
-    if any(a.split("=")[0] in ("--lama-ckl", "--temporalwiki") for a in argv):
-        from cfka_jax.experiments import taalm_real
-
-        return taalm_real.main(argv)
-    ap = argparse.ArgumentParser(prog="cfka taalm", description=__doc__.splitlines()[0])
-    ap.add_argument("--biography", default=None, metavar="PT_DIR",
-                    help="meta-train φ for the Biography world of this finished `cfka pt` run and measure it in "
-                         "`cfka cpt` with replay (cfka_jax/experiments/taalm_biography.py; its own options)")
-    ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
-    ap.add_argument("--out", default=None, help="run folder (default runs/taalm-<preset>)")
-    ap.add_argument("--methods", default=None, help="comma-separated LAMA-CKL methods (default: all)")
-    ap.add_argument("--twiki-methods", default=None, help="comma-separated TemporalWiki methods (default: all)")
-    ap.add_argument("--no-twiki", action="store_true", help="skip TemporalWiki")
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
-    cfg = preset(args.preset, args.out)
-    split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
-    over = {"progress": not args.no_progress}
-    if args.methods:
-        over["methods"] = split(args.methods)
-    if args.twiki_methods:
-        over["twiki_methods"] = split(args.twiki_methods)
-    run(dataclasses.replace(cfg, **over), twiki=not args.no_twiki)
-    print((pathlib.Path(cfg.out) / "table.md").read_text())
-    return 0
+    return taalm_main(argv)
 
 
 if __name__ == "__main__":

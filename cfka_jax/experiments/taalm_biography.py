@@ -19,7 +19,6 @@ Stages (each resumes from ``DIR``):
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import pathlib
@@ -30,6 +29,7 @@ import numpy as np
 from flax import nnx
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags
 from cfka_jax.continual.ckl_setup import meta_setup, merged_phi
 from cfka_jax.continual.peft import LoRAConfig
 from cfka_jax.continual.taalm import AdamWConfig, MetaConfig, MetaTrainConfig, PhiConfig, meta_train, save_phi
@@ -214,19 +214,45 @@ def run(cfg: BioTaalmConfig, *, phi_only: bool = False) -> dict:
     return {"phi_weights": stats, "runs": results}
 
 
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """``cfka taalm --biography PT_DIR``: φ for the Biography world of a finished ``cfka pt`` run, measured in
+    ``cfka cpt``."""
+
+    pt_dir: str = ""
+    """a finished `cfka pt` run"""
+    preset: str = "small"
+    """the φ preset (PRESETS)"""
+    out: str | None = None
+    """run folder (default runs/taalm-bio-<preset>)"""
+    cache_dir: str = "runs/data-cache"
+    """where generated worlds and packs are cached"""
+    method: str = "replay-all"
+    """the CPT method the φ-weighted run is compared under"""
+    phi_only: bool = False
+    """meta-train φ and stop (no CPT runs)"""
+    progress: bool = True
+    """progress bars"""
+
+    def taalm(self) -> BioTaalmConfig:
+        return dataclasses.replace(PRESETS[self.preset](), pt_dir=self.pt_dir, out=self.out or
+                                   f"runs/taalm-bio-{self.preset}", cache_dir=self.cache_dir, method=self.method,
+                                   progress=self.progress)
+
+
+FLAGS = Flags(Config, prog="cfka taalm --biography", description=__doc__.splitlines()[0],
+              required=("pt_dir",), aliases={"pt_dir": ("--biography",)}, choices={"preset": lambda: sorted(PRESETS)},
+              metavars={"pt_dir": "PT_DIR", "out": "DIR", "cache_dir": "DIR"})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="cfka taalm --biography", description=__doc__.splitlines()[0])
-    ap.add_argument("--pt-dir", "--biography", dest="pt_dir", required=True, help="a finished `cfka pt` run")
-    ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
-    ap.add_argument("--out", default=None, help="run folder (default runs/taalm-bio-<preset>)")
-    ap.add_argument("--cache-dir", default="runs/data-cache")
-    ap.add_argument("--method", default="replay-all")
-    ap.add_argument("--phi-only", action="store_true", help="meta-train φ and stop (no CPT runs)")
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
-    cfg = dataclasses.replace(PRESETS[args.preset](), pt_dir=args.pt_dir, out=args.out or
-                              f"runs/taalm-bio-{args.preset}", cache_dir=args.cache_dir, method=args.method,
-                              progress=not args.no_progress)
+    return command(FLAGS.parse(argv))
+
+
+def command(args: Config) -> int:
+    """Meta-trains φ, runs CPT with and without it and prints the table: ``cfka taalm --biography``'s run function."""
+    cfg = args.taalm()
     run(cfg, phi_only=args.phi_only)
     print((pathlib.Path(cfg.out) / "table.md").read_text())
     return 0

@@ -15,11 +15,11 @@ TemporalWiki trains 1 epoch per period.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import pathlib
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags
 from cfka_jax.continual.ckl import CKLConfig
 from cfka_jax.continual.taalm import MetaTrainConfig
 from cfka_jax.runs.ckl_real import RealCKLSpec, run_lama
@@ -33,54 +33,78 @@ LAMA_DEFAULT = ("Finetune", "Oracle", "RHO-1", "Mix-review", "RecAdam", "K-Adapt
 TWIKI_DEFAULT = ("Finetune", "RHO-1", "RecAdam", "K-Adapter", "TAALM")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="cfka taalm", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lama-ckl", default=None, metavar="DIR", help="folder with variant.jsonl and "
-                    "invariant_descriptive.jsonl")
-    ap.add_argument("--temporalwiki", default=None, metavar="DIR", help="folder with eval/ probes and train/ "
-                    "diff sets (or TWiki_Diffsets/*.csv)")
-    ap.add_argument("--model", required=True, metavar="HF_DIR", help="local HF folder of θ")
-    ap.add_argument("--phi-model", default=None, metavar="HF_DIR", help="φ's body (default --model); must share "
-                    "θ's tokenizer")
-    ap.add_argument("--phi-train", default=None, metavar="FILE", help="φ's meta-training pairs (LAMA TA file or "
-                    "TemporalWiki TA rows); required by TAALM methods")
-    ap.add_argument("--out", required=True, help="run folder (resumed when it exists)")
-    ap.add_argument("--methods", default=None, help="comma-separated methods (default: the paper's rows)")
-    ap.add_argument("--update", default="lora", choices=UPDATES, help="θ's trainable weights (reference: lora)")
-    ap.add_argument("--lora-rank", type=int, default=64, help="LoRA rank of θ and φ (alpha = rank / 4)")
-    ap.add_argument("--freeze-layers", type=int, default=None, help="--update freeze: blocks frozen (default half)")
-    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="θ's parameters (φ is float32)")
-    ap.add_argument("--mesh", default=None, help="shard θ and the batches, e.g. data=2,fsdp=4 or auto")
-    ap.add_argument("--epochs", type=int, default=None, help="default 30 (LAMA-CKL) / 1 per period (TemporalWiki)")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--eval-batch", type=int, default=8)
-    ap.add_argument("--max-length", type=int, default=512, help="training documents truncated to this many tokens")
-    ap.add_argument("--limit", type=int, default=None, help="first N records of every file (not the benchmark)")
-    ap.add_argument("--max-docs", type=int, default=None, help="TemporalWiki: first N diff-set documents per period")
-    ap.add_argument("--review", default=None, metavar="FILE", help="TemporalWiki Mix-review documents")
-    ap.add_argument("--phi-epochs", type=int, default=30)
-    ap.add_argument("--phi-meta-batch", type=int, default=16)
-    ap.add_argument("--phi-max-steps", type=int, default=None)
-    ap.add_argument("--phi-val-size", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--no-progress", action="store_true")
-    return ap
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """``cfka taalm --lama-ckl DIR | --temporalwiki DIR --model HF_DIR ...``: TAALM on the reference's own files."""
+
+    lama_ckl: str | None = None
+    """folder with variant.jsonl and invariant_descriptive.jsonl"""
+    temporalwiki: str | None = None
+    """folder with eval/ probes and train/ diff sets (or TWiki_Diffsets/*.csv)"""
+    model: str = ""
+    """local HF folder of θ"""
+    phi_model: str | None = None
+    """φ's body (default --model); must share θ's tokenizer"""
+    phi_train: str | None = None
+    """φ's meta-training pairs (LAMA TA file or TemporalWiki TA rows); required by TAALM methods"""
+    out: str = ""
+    """run folder (resumed when it exists)"""
+    methods: tuple[str, ...] = ()
+    """comma-separated methods (empty: the paper's rows)"""
+    update: str = "lora"
+    """θ's trainable weights (reference: lora)"""
+    lora_rank: int = 64
+    """LoRA rank of θ and φ (alpha = rank / 4)"""
+    freeze_layers: int | None = None
+    """--update freeze: blocks frozen (default half)"""
+    dtype: str = "float32"
+    """θ's parameters (φ is float32)"""
+    mesh: str | None = None
+    """shard θ and the batches, e.g. data=2,fsdp=4 or auto"""
+    epochs: int | None = None
+    """default 30 (LAMA-CKL) / 1 per period (TemporalWiki)"""
+    batch_size: int = 64
+    lr: float = 1e-4
+    eval_batch: int = 8
+    max_length: int = 512
+    """training documents truncated to this many tokens"""
+    limit: int | None = None
+    """first N records of every file (not the benchmark; default: all)"""
+    max_docs: int | None = None
+    """TemporalWiki: first N diff-set documents per period (default: all)"""
+    review: str | None = None
+    """TemporalWiki Mix-review documents"""
+    phi_epochs: int = 30
+    phi_meta_batch: int = 16
+    phi_max_steps: int | None = None
+    """stop φ's meta-training after this many steps (default: the epochs')"""
+    phi_val_size: int = 16
+    seed: int = 42
+    progress: bool = True
+    """progress bars"""
+
+    def spec(self) -> RealCKLSpec:
+        """The run (validated by ``runs/ckl_real.RealCKLSpec``)."""
+        twiki = self.temporalwiki is not None
+        methods = self.methods or (TWIKI_DEFAULT if twiki else LAMA_DEFAULT)
+        epochs = self.epochs if self.epochs is not None else (1 if twiki else 30)
+        ckl = CKLConfig(epochs=epochs, batch_size=self.batch_size, lr=self.lr, eval_batch=self.eval_batch,
+                        seed=self.seed)
+        meta = MetaTrainConfig(epochs=self.phi_epochs, meta_batch=self.phi_meta_batch, max_steps=self.phi_max_steps,
+                               val_size=self.phi_val_size)
+        return RealCKLSpec(model=self.model, out=self.out, lama_ckl=self.lama_ckl, temporalwiki=self.temporalwiki,
+                           phi_model=self.phi_model, phi_train=self.phi_train, methods=tuple(methods),
+                           update=self.update, lora_rank=self.lora_rank, lora_alpha=self.lora_rank / 4,
+                           freeze_layers=self.freeze_layers, dtype=self.dtype, mesh=self.mesh, ckl=ckl,
+                           metatrain=meta, max_length=self.max_length, limit=self.limit, review=self.review,
+                           max_docs=self.max_docs, progress=self.progress)
 
 
-def spec_from_args(a: argparse.Namespace) -> RealCKLSpec:
-    twiki = a.temporalwiki is not None
-    methods = tuple(m.strip() for m in a.methods.split(",") if m.strip()) if a.methods else (
-        TWIKI_DEFAULT if twiki else LAMA_DEFAULT)
-    epochs = a.epochs if a.epochs is not None else (1 if twiki else 30)
-    ckl = CKLConfig(epochs=epochs, batch_size=a.batch_size, lr=a.lr, eval_batch=a.eval_batch, seed=a.seed)
-    meta = MetaTrainConfig(epochs=a.phi_epochs, meta_batch=a.phi_meta_batch, max_steps=a.phi_max_steps,
-                           val_size=a.phi_val_size)
-    return RealCKLSpec(model=a.model, out=a.out, lama_ckl=a.lama_ckl, temporalwiki=a.temporalwiki,
-                       phi_model=a.phi_model, phi_train=a.phi_train, methods=methods, update=a.update,
-                       lora_rank=a.lora_rank, lora_alpha=a.lora_rank / 4, freeze_layers=a.freeze_layers,
-                       dtype=a.dtype, mesh=a.mesh, ckl=ckl, metatrain=meta, max_length=a.max_length, limit=a.limit,
-                       review=a.review, max_docs=a.max_docs, progress=not a.no_progress)
+FLAGS = Flags(Config, prog="cfka taalm", description=__doc__.split("\n\n")[0], required=("model", "out"),
+              choices={"update": lambda: list(UPDATES), "dtype": lambda: sorted(DTYPES)},
+              metavars={"lama_ckl": "DIR", "temporalwiki": "DIR", "model": "HF_DIR", "phi_model": "HF_DIR",
+                        "phi_train": "FILE", "review": "FILE", "out": "DIR"})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
 
 
 def write_tables(spec: RealCKLSpec, results: dict) -> str:
@@ -106,8 +130,12 @@ def write_tables(spec: RealCKLSpec, results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
-    spec = spec_from_args(a)
+    return command(FLAGS.parse(argv))
+
+
+def command(cfg: Config) -> int:
+    """Runs the benchmark and prints its table: ``cfka taalm --lama-ckl/--temporalwiki``'s run function."""
+    spec = cfg.spec()
     results = run_lama(spec) if spec.lama_ckl else run_twiki(spec)
     print(write_tables(spec, results))
     return 0

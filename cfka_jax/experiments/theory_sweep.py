@@ -14,7 +14,6 @@ predicted old/new-fact probability, distance to the convergence point, probe-col
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import pathlib
@@ -24,6 +23,7 @@ import typing
 import numpy as np
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags
 from cfka_jax.values import check_float, check_floats, float_arg, floats_arg
 
 
@@ -81,28 +81,6 @@ class SweepConfig:
                          replay=self.replay, start=self.start)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cfka sweep", description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", help="TOML or JSON file with SweepConfig fields")
-    p.add_argument("--out")
-    p.add_argument("--ks", type=floats_arg(lo=0.0), help="comma-separated EWC strengths, e.g. 0,0.1,1")
-    p.add_argument("--alphas", type=floats_arg(lo=0.0, lo_open=True, hi=1.0), help="comma-separated new-data fractions in (0, 1]")
-    p.add_argument("--seeds", dest="num_seeds", type=int)
-    p.add_argument("--steps", type=int)
-    p.add_argument("--log-every", dest="log_every", type=int)
-    p.add_argument("--batch-size", dest="batch_size", type=int, help="0 = population gradient descent")
-    p.add_argument("--eta", dest="eta_y", type=float_arg(lo=0.0, lo_open=True), help="step size > 0")
-    p.add_argument("--replay", choices=("true", "generative"))
-    p.add_argument("--start", choices=("pt", "optimum"))
-    p.add_argument("--world-seed", dest="world_seed", type=int)
-    p.add_argument("--smoothing", type=float_arg())
-    p.add_argument("--chunk-runs", dest="chunk_runs", type=int)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--float32", dest="x64", action="store_false", default=None)
-    p.add_argument("--mesh", help="split the runs over devices, e.g. auto or data=8 (docs/scale.md)")
-    return p
-
-
 def read_config_file(path: str) -> dict:
     """The SweepConfig fields of a TOML (``.toml``) or JSON (any other suffix) file, type-checked, nothing converted
     except lists to tuples.
@@ -136,6 +114,58 @@ def read_config_file(path: str) -> dict:
     return {k: tuple(float(x) for x in v) if k in ("ks", "alphas") else v for k, v in fields.items()}
 
 
+@dataclasses.dataclass(frozen=True)
+class Config(SweepConfig):
+    """``cfka sweep``'s configuration: a :class:`SweepConfig`, optionally read from a file, and ``--float32``."""
+
+    config: str | None = None
+    """TOML or JSON file with SweepConfig fields (command-line flags override the file)"""
+    float32: bool = False
+    """run in float32 instead of float64"""
+
+    def __post_init__(self):
+        try:
+            self.sweep()
+        except ValueError as e:  # a cross-field rule may come from the file: name it
+            source = f"{self.config} with the command-line flags" if self.config else "command-line flags"
+            raise ValueError(f"sweep config ({source}): {e}") from None
+
+    def sweep(self) -> SweepConfig:
+        """The sweep this command runs (what ``config.json`` stores)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(SweepConfig)}
+        return SweepConfig(**{**fields, "x64": self.x64 and not self.float32})
+
+
+def _replay_kinds() -> tuple[str, ...]:
+    from cfka_jax.theory.cpt_sweep import REPLAY_KINDS
+
+    return REPLAY_KINDS
+
+
+FLAGS = Flags(Config, prog="cfka sweep", description=__doc__.split("\n\n")[0],
+              choices={"replay": _replay_kinds, "start": lambda: ("pt", "optimum")},
+              names={"num_seeds": "seeds", "eta_y": "eta"}, hidden=("x64",),
+              parsers={"ks": floats_arg(lo=0.0), "alphas": floats_arg(lo=0.0, lo_open=True, hi=1.0),
+                       "eta_y": float_arg(lo=0.0, lo_open=True), "smoothing": float_arg()},
+              layered=("config", lambda path: read_config_file(path)),
+              help={"out": "output folder (sweep.csv, config.json, sweep_*.png)",
+                    "ks": "comma-separated EWC strengths k >= 0, e.g. 0,0.1,1",
+                    "alphas": "comma-separated new-data fractions in (0, 1]", "num_seeds": "seeds per (k, α)",
+                    "steps": "CPT steps of every run", "log_every": "trajectory logging interval in steps",
+                    "batch_size": "minibatch size; 0 = population gradient descent",
+                    "eta_y": "step size η > 0", "replay": "true: old samples; generative: the PT model's labels",
+                    "start": "pt: the converged PT model; optimum: the old world's optimum",
+                    "world_seed": "seed of the old/new fact worlds", "smoothing": "the worlds' label smoothing ε",
+                    "chunk_runs": "at most this many runs per jitted call", "seed": "PRNG seed of the minibatches",
+                    "mesh": "split the runs over devices, e.g. auto or data=8 (docs/scale.md)"},
+              metavars={"out": "DIR", "config": "FILE"})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def parse(argv: list[str] | None = None) -> Config:
+    return FLAGS.parse(argv)
+
+
 def load_config(argv: list[str]) -> SweepConfig:
     """Defaults ← config file (TOML/JSON) ← command-line flags.
 
@@ -143,15 +173,7 @@ def load_config(argv: list[str]) -> SweepConfig:
       FileNotFoundError / ValueError: see :func:`read_config_file`; a value that breaks a cross-field rule is
         named with the config file it may come from.
     """
-    args = vars(_parser().parse_args(argv))
-    path = args.pop("config")
-    fields = read_config_file(path) if path else {}
-    fields.update({k: v for k, v in args.items() if v is not None})
-    try:
-        return SweepConfig(**fields)
-    except ValueError as e:
-        source = f"{path} with the command-line flags" if path else "command-line flags"
-        raise ValueError(f"sweep config ({source}): {e}") from None
+    return parse(argv).sweep()
 
 
 def run_sweep(cfg: SweepConfig):
@@ -270,13 +292,18 @@ def _save(fig, path: pathlib.Path) -> pathlib.Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the sweep described by ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    return command(parse(sys.argv[1:] if argv is None else argv))
+
+
+def command(args: Config) -> int:
+    """Runs the sweep: ``cfka sweep``'s run function."""
     import jax
     import matplotlib
 
     matplotlib.use("Agg")
     from cfka_jax.theory.cpt_sweep import summarise, write_csv
 
-    cfg = load_config(sys.argv[1:] if argv is None else argv)
+    cfg = args.sweep()
     out = pathlib.Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     jsonio.write_json_atomic(out / "config.json", dataclasses.asdict(cfg), indent=2)
