@@ -21,6 +21,7 @@ What tyro derives from the class, and what :class:`Flags` adds:
   the file's values replace the defaults, the command line's flags replace the file's;
 * a ``tuple[T, ...]`` field takes comma-separated items (``--alphas 0.5,0.9``; also space-separated, and
   ``--measures ""`` is the empty tuple), each converted to ``T`` and checked against ``choices`` when given;
+  ``extend`` lets the option repeat, each occurrence adding items (``--extra a.py --extra b.py``);
 * ``names`` keeps an option whose name predates the field (``--bootstrap`` for ``num_boot``), ``required``
   makes a field with a library default a required option, ``hidden`` leaves a field off the command line,
   ``positional`` makes a field a positional argument (``cfka report RUN_DIR ...``), ``metavars`` names a
@@ -67,7 +68,7 @@ def one_line(box: str) -> str:
     return " ".join(body) if body else title or "invalid arguments"
 
 
-def _items(name: str, item: type, choices: Sequence[str] | None):
+def _items(name: str, item: type, choices: Sequence[str] | None, extend: bool = False):
     """tyro's constructor of a ``tuple[item, ...]`` option from comma- and/or space-separated tokens."""
 
     def parse(tokens: list[str]) -> tuple:
@@ -83,7 +84,13 @@ def _items(name: str, item: type, choices: Sequence[str] | None):
 
     return tyro.constructors.PrimitiveConstructorSpec(
         nargs="*", metavar=f"{item.__name__.upper()},...", instance_from_str=parse,
-        is_instance=lambda x: isinstance(x, tuple), str_from_instance=lambda t: [",".join(map(str, t))])
+        is_instance=lambda x: isinstance(x, tuple), str_from_instance=lambda t: [",".join(map(str, t))],
+        _action="append" if extend else None)
+
+
+def _flat(value):
+    """An ``extend`` option's value: tyro's one tuple per occurrence, joined (a default stays as it is)."""
+    return tuple(x for group in value for x in (group if isinstance(group, tuple) else (group,)))
 
 
 def _parsed(name: str, parse: Callable[[str], Any], metavar: str, is_tuple: bool):
@@ -146,11 +153,12 @@ class Flags:
     nested: Mapping[str, Flags] = dataclasses.field(default_factory=dict)
     parsers: Mapping[str, Callable[[str], Any]] = dataclasses.field(default_factory=dict)
     layered: tuple[str, Callable[[str], Mapping[str, Any]]] | None = None
+    extend: tuple[str, ...] = ()
 
     def __post_init__(self):
         fields = {f.name for f in dataclasses.fields(self.config)}
         for what in ("choices", "names", "aliases", "required", "hidden", "positional", "help", "metavars",
-                     "nested", "parsers"):
+                     "nested", "parsers", "extend"):
             unknown = set(getattr(self, what)) - fields
             if unknown:
                 raise ValueError(f"Flags({self.config.__name__}).{what}: no such field {sorted(unknown)}")
@@ -181,7 +189,7 @@ class Flags:
             elif f.name in self.positional:
                 markers.append(tyro.conf.Positional)  # a positional tuple takes space-separated items (paths)
             elif item is not None:
-                markers.append(_items(f.name, item, choices))
+                markers.append(_items(f.name, item, choices, extend=f.name in self.extend))
             elif choices is not None:
                 if tp not in (str, str | None):
                     raise TypeError(f"choices for {self.config.__name__}.{f.name}: a str field, not {tp}")
@@ -220,7 +228,12 @@ class Flags:
                          if f.default is not dataclasses.MISSING})
             base.update(read(getattr(parsed, field)), **{field: getattr(parsed, field)})
             parsed = self._parse(command, argv, default=command(**base))
+        return self._fields(parsed)
+
+    def _fields(self, parsed) -> dict:
         values = _values(parsed, self.config)
+        for name in self.extend:
+            values[name] = _flat(values[name])
         for name, flags in self.nested.items():
             values[name] = flags.build(values[name])
         return values
@@ -231,10 +244,7 @@ class Flags:
 
     def build(self, parsed):
         """The config (validated once) from tyro's instance of :meth:`command`."""
-        values = _values(parsed, self.config)
-        for name, flags in self.nested.items():
-            values[name] = flags.build(values[name])
-        return self.config(**values)
+        return self.config(**self._fields(parsed))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -108,6 +108,12 @@ def test_boolean_flags_say_what_they_do(capsys):
     assert "(off by default)" in out and "(default: False)" not in out
 
 
+def test_proofs_extra_takes_several_files_and_repeats():
+    flags, _ = cli.resolve("proofs")
+    assert flags.parse(["--extra", "a.py", "b.py", "--extra", "c.py"]).extra == ("a.py", "b.py", "c.py")
+    assert flags.parse([]).extra == () and flags.parse(["--only", "taylor"]).only == "taylor"
+
+
 def test_sweep_flags_override_the_config_file_which_overrides_the_defaults(tmp_path):
     from cfka_jax.experiments.theory_sweep import SweepConfig
 

@@ -26,7 +26,7 @@ class Config:
     """also run your own checks: each file's @check functions, or its run(out_dir) (docs/proofs.md)"""
 
 
-FLAGS = Flags(Config, prog="cfka proofs", metavars={"out": "DIR", "only": "NAME", "extra": "FILE.py"})
+FLAGS = Flags(Config, prog="cfka proofs", extend=("extra",), metavars={"out": "DIR", "only": "NAME", "extra": "FILE.py"})
 """The command line generated from :class:`Config`."""
 
 
