@@ -13,8 +13,8 @@
     cfka report RUN_DIR... [--out DIR]        compare run folders (experiments/report.py)
 
 One dispatch level: the first word names a :data:`COMMANDS` entry, whose module's ``FLAGS`` (generated from its
-frozen ``Config`` by ``cfka_jax/cli_gen.py``) parse the rest and whose ``command(cfg)`` runs it (``knowedit`` and ``corpus-cpt`` still own an argparse
-parser, :data:`PASSTHROUGH`). This is the top
+frozen ``Config`` by ``cfka_jax/cli_gen.py``) parse the rest and whose ``command(cfg)`` runs it (``corpus-cpt`` still owns an argparse parser,
+:data:`PASSTHROUGH`). This is the top
 floor: the only module of the package that imports ``cfka_jax.experiments`` or ``cfka_jax.proofs_check``. Each
 subcommand is an entry point, so it may set JAX configuration (``proofs`` enables float64). A user error (a bad
 value, a missing or malformed file, a run folder that holds another run) prints one message naming the option,
@@ -32,7 +32,6 @@ DESCRIPTION = "Continual knowledge learning in language models: proof checks, Bi
 
 
 PASSTHROUGH = {
-    "knowedit": ("cfka_jax.experiments.knowedit", "main", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
     "corpus-cpt": ("cfka_jax.experiments.corpus_cpt", "main",
                    "CPT on your own corpus with STOC replay and MMLU-format evaluation"),
 }
@@ -54,6 +53,7 @@ COMMANDS = {
     "taalm": ("cfka_jax.experiments.taalm_command",
               "TAALM: meta-train the Train-Attention model, LAMA-CKL and TemporalWiki tables (synthetic, Biography "
               "or the reference's files)"),
+    "knowedit": ("cfka_jax.experiments.knowedit", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
     "geometry": ("cfka_jax.experiments.geometry",
                  "token-force geometry: CH1/CH2 one-step, attribution, update energy, readout transmission"),
 }

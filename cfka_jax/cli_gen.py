@@ -210,7 +210,7 @@ class Flags:
                 ns[f.name] = f.default
             elif f.default_factory is not dataclasses.MISSING:
                 ns[f.name] = dataclasses.field(default_factory=f.default_factory)
-        return dataclasses.dataclass(frozen=True)(type(self.config.__name__, (self.config,), ns))
+        return dataclasses.dataclass(frozen=True, kw_only=True)(type(self.config.__name__, (self.config,), ns))
 
     def _parse(self, command: type, argv: list[str], default: Any = None):
         return _parse(command, argv, self.prog, default)

@@ -25,13 +25,13 @@ beside the paper's Qwen2.5-0.5B numbers for the same dataset. ``--preset smoke``
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import pathlib
 
 import jax.numpy as jnp
 
+from cfka_jax.cli_gen import Flags
 from cfka_jax.continual.replay import build_replay
 from cfka_jax.data import knowedit as ke
 from cfka_jax.data.batching import EpochBatcher
@@ -46,8 +46,8 @@ from cfka_jax.runs.methods import train_hooks, with_update
 from cfka_jax.runs.presets import KNOWEDIT, Preset, lookup, override
 from cfka_jax.runs.replay import real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
-from cfka_jax.runs.specs import DTYPES
-from cfka_jax.experiments.update_flags import PretrainedRunFields, add_update_flags, check_freeze_layers, updated_model
+from cfka_jax.runs.specs import DTYPES, UPDATES
+from cfka_jax.experiments.update_flags import PretrainedRunFields, check_freeze_layers, updated_model
 
 METHODS = ("naive", "lamol", "stoc")
 """The default methods (the paper's table); any name of ``runs/method.RECIPES['knowedit']`` runs too."""
@@ -222,44 +222,42 @@ def run(cfg: KnowEditRun) -> dict:
     return results
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="cfka knowedit", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="KnowEdit test.json (ZsRE, WikiBio or Wiki_recent)")
-    ap.add_argument("--model", required=True, help="local HF folder: config.json, safetensors, tokenizer")
-    ap.add_argument("--out", required=True, help="output folder (replay corpora, one run folder per method, table)")
-    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated method names: "
-                    f"{','.join(recipe_components('knowedit'))} or '+' compositions (runs/method.py)")
-    ap.add_argument("--ewc-lambda", type=float, default=None, help="ewc: strength λ (default 1e3)")
-    ap.add_argument("--ewc-batches", type=int, default=None, help="ewc: Fisher batches (default 8)")
-    ap.add_argument("--rho-k", type=float, default=None, help="rho1: kept fraction of target tokens (0.6)")
-    ap.add_argument("--alpha", type=float, default=0.5, help="new-data fraction of the replay mixture")
-    ap.add_argument("--mixing", default="alpha", choices=sorted(MIXING_RULES),
-                    help="alpha: new-data fraction by tokens; code_5050: the reference's 50/50 bug")
-    ap.add_argument("--preset", default="paper", choices=sorted(KNOWEDIT))
-    ap.add_argument("--steps", type=int, default=None, help="override the preset's step count")
-    ap.add_argument("--kind", default=None, choices=ke.KINDS, help="dataset kind (default: detected)")
-    ap.add_argument("--no-wrap-strings", action="store_true", help="iterate string answers by character (reference)")
-    ap.add_argument("--augmentation", default=None, help="JSON of LLM rewrites per (fact, truth) query")
-    ap.add_argument("--aug-align", default="per_truth", choices=ke.ALIGNS)
-    ap.add_argument("--fluency-mode", default="packed", choices=FLUENCY_MODES)
-    ap.add_argument("--eval-stride", type=int, default=1, help="24: the reference's 1/24 chunk subsample")
-    ap.add_argument("--no-minhash", action="store_true", help="keep every replay candidate (reference)")
-    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-progress", action="store_true")
-    add_update_flags(ap)
-    return ap
+FLAGS = Flags(
+    KnowEditRun, prog="cfka knowedit", description=__doc__.split("\n\n")[0],
+    choices={"mixing": lambda: sorted(MIXING_RULES), "preset": lambda: sorted(KNOWEDIT), "kind": lambda: ke.KINDS,
+             "aug_align": lambda: ke.ALIGNS, "fluency_mode": lambda: FLUENCY_MODES, "dtype": lambda: sorted(DTYPES),
+             "update": lambda: UPDATES},
+    metavars={"data": "FILE", "model": "HF_DIR", "out": "DIR", "methods": "METHOD,...", "augmentation": "FILE"},
+    help={"data": "KnowEdit test.json (ZsRE, WikiBio or Wiki_recent)",
+          "model": "local HF folder: config.json, safetensors, tokenizer",
+          "out": "output folder (replay corpora, one run folder per method, table)",
+          "methods": "comma-separated method names: " + ",".join(recipe_components("knowedit"))
+                     + " or '+' compositions (runs/method.py)",
+          "ewc_lambda": "ewc: strength λ (default: 1e3)", "ewc_batches": "ewc: Fisher batches (default: 8)",
+          "rho_k": "rho1: kept fraction of target tokens (default: 0.6)",
+          "alpha": "new-data fraction of the replay mixture",
+          "mixing": "alpha: new-data fraction by tokens; code_5050: the reference's 50/50 bug",
+          "preset": "scale (runs/presets.py KNOWEDIT)", "steps": "override the preset's step count (default: the "
+          "preset's)", "kind": "dataset kind (default: detected)",
+          "wrap_strings": "string answers wrapped as one item (off: iterate them by character, the reference)",
+          "augmentation": "JSON of LLM rewrites per (fact, truth) query",
+          "aug_align": "how the rewrites align with the queries", "fluency_mode": "how Fluency is measured",
+          "eval_stride": "24: the reference's 1/24 chunk subsample",
+          "minhash": "MinHash de-duplication of the replay candidates (off: keep every one, the reference)",
+          "dtype": "parameter dtype", "seed": "PRNG seed", "progress": "progress bars",
+          "update": "which weights train (spec §4.4, §4.6)",
+          "freeze_layers": "--update freeze: blocks frozen after the embedding (default: half of the model's)",
+          "lora_rank": "--update lora: adapter rank (alpha = 2 x rank)",
+          "mesh": "shard the run over devices, e.g. data=2,fsdp=4 or auto"})
+"""The command line generated from :class:`KnowEditRun` (``cfka_jax/cli_gen.py``)."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
-    cfg = KnowEditRun(data=a.data, model=a.model, out=a.out, methods=tuple(a.methods.split(",")), alpha=a.alpha,
-                      mixing=a.mixing, preset=a.preset, steps=a.steps, kind=a.kind, wrap_strings=not a.no_wrap_strings,
-                      augmentation=a.augmentation, aug_align=a.aug_align, fluency_mode=a.fluency_mode,
-                      eval_stride=a.eval_stride, minhash=not a.no_minhash, dtype=a.dtype, seed=a.seed,
-                      progress=not a.no_progress, update=a.update, freeze_layers=a.freeze_layers,
-                      lora_rank=a.lora_rank, mesh=a.mesh, ewc_lambda=a.ewc_lambda, ewc_batches=a.ewc_batches,
-                      rho_k=a.rho_k)
+    return command(FLAGS.parse(argv))
+
+
+def command(cfg: KnowEditRun) -> int:
+    """Trains every method and writes the table: ``cfka knowedit``'s run function."""
     run(cfg)
     return 0
 
