@@ -13,8 +13,7 @@
     cfka report RUN_DIR... [--out DIR]        compare run folders (experiments/report.py)
 
 One dispatch level: the first word names a :data:`COMMANDS` entry, whose module's ``FLAGS`` (generated from its
-frozen ``Config`` by ``cfka_jax/cli_gen.py``) parse the rest and whose ``command(cfg)`` runs it (``corpus-cpt`` still owns an argparse parser,
-:data:`PASSTHROUGH`). This is the top
+frozen ``Config`` by ``cfka_jax/cli_gen.py``) parse the rest and whose ``command(cfg)`` runs it. This is the top
 floor: the only module of the package that imports ``cfka_jax.experiments`` or ``cfka_jax.proofs_check``. Each
 subcommand is an entry point, so it may set JAX configuration (``proofs`` enables float64). A user error (a bad
 value, a missing or malformed file, a run folder that holds another run) prints one message naming the option,
@@ -30,12 +29,6 @@ import sys
 
 DESCRIPTION = "Continual knowledge learning in language models: proof checks, Biography PT/CPT and experiments."
 
-
-PASSTHROUGH = {
-    "corpus-cpt": ("cfka_jax.experiments.corpus_cpt", "main",
-                   "CPT on your own corpus with STOC replay and MMLU-format evaluation"),
-}
-"""Subcommands whose experiment script still owns an argparse parser: name → (module, entry, help)."""
 
 COMMANDS = {
     "proofs": ("cfka_jax.proofs_check.command", "run every proof check (float64) and print the claims table"),
@@ -53,6 +46,8 @@ COMMANDS = {
     "taalm": ("cfka_jax.experiments.taalm_command",
               "TAALM: meta-train the Train-Attention model, LAMA-CKL and TemporalWiki tables (synthetic, Biography "
               "or the reference's files)"),
+    "corpus-cpt": ("cfka_jax.experiments.corpus_cpt",
+                   "CPT on your own corpus with STOC replay and MMLU-format evaluation"),
     "knowedit": ("cfka_jax.experiments.knowedit", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
     "geometry": ("cfka_jax.experiments.geometry",
                  "token-force geometry: CH1/CH2 one-step, attribution, update energy, readout transmission"),
@@ -69,18 +64,10 @@ def resolve(name: str):
     return module.FLAGS, module.command
 
 
-def _passthrough(command: str, rest: list[str]) -> int:
-    import importlib
-
-    module, entry, _ = PASSTHROUGH[command]
-    return getattr(importlib.import_module(module), entry)(rest)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cfka", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, text in sorted([(n, t) for n, (_, t) in COMMANDS.items()] + [(n, t) for n, (_, _, t) in
-                                                                            PASSTHROUGH.items()]):
+    for name, (_, text) in sorted(COMMANDS.items()):
         sub.add_parser(name, help=f"{text}; see `cfka {name} --help`", add_help=False)
     return parser
 
@@ -89,8 +76,6 @@ def _run(argv: list[str]) -> int:
     if argv and argv[0] in COMMANDS:
         flags, run = resolve(argv[0])
         return run(flags.parse(argv[1:]))
-    if argv and argv[0] in PASSTHROUGH:
-        return _passthrough(argv[0], argv[1:])
     build_parser().parse_args(argv)  # --help, no command or an unknown one: argparse prints and exits
     return 2
 

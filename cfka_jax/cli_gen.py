@@ -21,7 +21,8 @@ What tyro derives from the class, and what :class:`Flags` adds:
   the file's values replace the defaults, the command line's flags replace the file's;
 * a ``tuple[T, ...]`` field takes comma-separated items (``--alphas 0.5,0.9``; also space-separated, and
   ``--measures ""`` is the empty tuple), each converted to ``T`` and checked against ``choices`` when given;
-  ``extend`` lets the option repeat, each occurrence adding items (``--extra a.py --extra b.py``);
+  ``extend`` lets the option repeat, each occurrence adding items (``--extra a.py --extra b.py``); ``spaced``
+  keeps a tuple of file names space-separated only (``--data a.txt b,c.txt``);
 * ``names`` keeps an option whose name predates the field (``--bootstrap`` for ``num_boot``), ``required``
   makes a field with a library default a required option, ``hidden`` leaves a field off the command line,
   ``positional`` makes a field a positional argument (``cfka report RUN_DIR ...``), ``metavars`` names a
@@ -154,11 +155,12 @@ class Flags:
     parsers: Mapping[str, Callable[[str], Any]] = dataclasses.field(default_factory=dict)
     layered: tuple[str, Callable[[str], Mapping[str, Any]]] | None = None
     extend: tuple[str, ...] = ()
+    spaced: tuple[str, ...] = ()
 
     def __post_init__(self):
         fields = {f.name for f in dataclasses.fields(self.config)}
         for what in ("choices", "names", "aliases", "required", "hidden", "positional", "help", "metavars",
-                     "nested", "parsers", "extend"):
+                     "nested", "parsers", "extend", "spaced"):
             unknown = set(getattr(self, what)) - fields
             if unknown:
                 raise ValueError(f"Flags({self.config.__name__}).{what}: no such field {sorted(unknown)}")
@@ -187,7 +189,9 @@ class Flags:
                 tp = self.nested[f.name].command()
                 markers.append(tyro.conf.OmitArgPrefixes)
             elif f.name in self.positional:
-                markers.append(tyro.conf.Positional)  # a positional tuple takes space-separated items (paths)
+                markers.append(tyro.conf.Positional)
+            elif f.name in self.spaced:
+                pass  # tyro's own tuple option: space-separated items, no comma split (file names)  # a positional tuple takes space-separated items (paths)
             elif item is not None:
                 markers.append(_items(f.name, item, choices, extend=f.name in self.extend))
             elif choices is not None:

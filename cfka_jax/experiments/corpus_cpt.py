@@ -34,7 +34,6 @@ Output in ``--out``: ``config.json``, ``replay/`` (the corpus, reused when the r
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 
@@ -49,6 +48,7 @@ from cfka_jax.eval import multiple_choice as mc
 from cfka_jax.eval.perplexity import perplexity_metric
 from cfka_jax.eval.sets import combine, named_sets
 from cfka_jax.continual.replay import build_replay
+from cfka_jax.cli_gen import Flags
 from cfka_jax.models import from_pretrained, load_tokenizer
 from cfka_jax.runs.engine import finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
@@ -57,15 +57,15 @@ from cfka_jax.runs.methods import train_hooks, with_update
 from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
 from cfka_jax.runs.replay import real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
-from cfka_jax.runs.specs import DTYPES
+from cfka_jax.runs.specs import DTYPES, UPDATES
 from cfka_jax.train.optim import STATE_DTYPES
 from cfka_jax.train.step import make_eval_logits
-from cfka_jax.experiments.update_flags import PretrainedRunFields, add_update_flags, check_freeze_layers, updated_model
+from cfka_jax.experiments.update_flags import PretrainedRunFields, check_freeze_layers, updated_model
 
 METHODS = recipe_components("corpus")
 """One-component methods of the recipe (``runs/method.RECIPES['corpus']``); ``+`` composes them."""
 SUMMARY_KEYS = ("Heldout/ppl", "Original/acc", "Domain/acc", "All/acc")
-FLAGS = {"steps": "cpt.steps", "warmup": "cpt.warmup", "lr": "cpt.peak_lr", "min_lr": "cpt.min_lr",
+OVERRIDES = {"steps": "cpt.steps", "warmup": "cpt.warmup", "lr": "cpt.peak_lr", "min_lr": "cpt.min_lr",
          "batch": "cpt.batch", "eval_every": "cpt.eval_every", "ckpt_every": "cpt.ckpt_every", "seq_len": "seq_len",
          "eval_batch": "eval_batch", "replay_sources": "replay.sources", "replay_new_tokens": "replay.new_tokens",
          "replay_samples": "replay.samples", "replay_batch": "replay.batch", "mc_max_length": "mc_max_length"}
@@ -74,7 +74,7 @@ FLAGS = {"steps": "cpt.steps", "warmup": "cpt.warmup", "lr": "cpt.peak_lr", "min
 
 @dataclasses.dataclass(frozen=True)
 class CorpusCPTConfig(PretrainedRunFields):
-    """One ``cfka corpus-cpt`` run. ``overrides`` replaces preset fields by flag name (:data:`FLAGS`)."""
+    """One ``cfka corpus-cpt`` run. ``overrides`` replaces preset fields by flag name (:data:`OVERRIDES`)."""
 
     data: tuple[str, ...]
     model: str
@@ -133,11 +133,11 @@ class CorpusCPTConfig(PretrainedRunFields):
     @property
     def scale(self) -> Preset:
         """The preset with the command-line overrides (warm-up capped at the step count)."""
-        unknown = sorted(set(dict(self.overrides)) - set(FLAGS))
+        unknown = sorted(set(dict(self.overrides)) - set(OVERRIDES))
         if unknown:
-            raise ValueError(f"unknown preset override(s) {unknown}; known: {sorted(FLAGS)}")
+            raise ValueError(f"unknown preset override(s) {unknown}; known: {sorted(OVERRIDES)}")
         p = lookup(CORPUS, self.preset, "corpus-cpt")
-        changes = {FLAGS[k]: v for k, v in self.overrides}
+        changes = {OVERRIDES[k]: v for k, v in self.overrides}
         steps = changes.get("cpt.steps", p.cpt.steps)
         changes.setdefault("cpt.warmup", min(p.cpt.warmup, steps) if isinstance(steps, int) else p.cpt.warmup)
         return override(p, changes)
@@ -228,63 +228,77 @@ def run(cfg: CorpusCPTConfig) -> dict:
 # ------------------------------------------------------------------------------------------------ command line
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="cfka corpus-cpt", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", nargs="+", required=True, help=".txt/.jsonl/.parquet files or folders of them")
-    ap.add_argument("--model", required=True, help="local HF folder: config.json, safetensors, tokenizer")
-    ap.add_argument("--out", required=True, help="run folder")
-    ap.add_argument("--method", default="naive", help=f"one of {', '.join(METHODS)} or a '+' composition "
-                    "(runs/method.py)")
-    ap.add_argument("--ewc-lambda", type=float, default=None, help="--method ewc: strength λ (default 1e3)")
-    ap.add_argument("--ewc-batches", type=int, default=None, help="--method ewc: Fisher batches (default 8)")
-    ap.add_argument("--ewc-fisher", default=None, choices=["code", "per_example"], help="--method ewc: estimator")
-    ap.add_argument("--rho-k", type=float, default=None, help="--method rho1: kept fraction of tokens (0.6)")
-    ap.add_argument("--alpha", type=float, default=0.8, help="new-data fraction (replay share 1 - alpha)")
-    ap.add_argument("--preset", default="paper", choices=sorted(CORPUS))
-    ap.add_argument("--mc", nargs="+", default=[], help="MMLU-format question files/folders (split them with "
-                    "--domain-subjects)")
-    ap.add_argument("--domain-subjects", nargs="+", default=[], help="subjects of --mc that form the Domain set")
-    ap.add_argument("--mc-original", nargs="+", default=[], help="question files of the Original set")
-    ap.add_argument("--mc-domain", nargs="+", default=[], help="question files of the Domain set")
-    ap.add_argument("--mc-dev", nargs="+", default=[], help="dev questions for k-shot prompts")
-    ap.add_argument("--mc-shots", type=int, default=0)
-    ap.add_argument("--mc-limit", type=int, default=None, help="at most this many (seeded) questions per set")
-    ap.add_argument("--text-field", default="text", help="jsonl field / parquet column of the text")
-    ap.add_argument("--max-length", type=int, default=None, help="tokens per document piece (default: --seq-len)")
-    ap.add_argument("--overflow", default="split", choices=["split", "truncate"], help="long documents")
-    ap.add_argument("--heldout", type=float, default=0.02, help="fraction of documents held out for perplexity")
-    ap.add_argument("--heldout-max-docs", type=int, default=500)
-    ap.add_argument("--no-minhash", action="store_true", help="keep every replay candidate (reference)")
-    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-progress", action="store_true")
-    add_update_flags(ap)
-    ap.add_argument("--remat", action="store_true", help="rematerialise each block in the backward pass (less "
-                    "activation memory, one more forward per block)")
-    ap.add_argument("--opt-state-dtype", default=None, choices=sorted(STATE_DTYPES),
-                    help="storage dtype of the AdamW moments (bfloat16: 4 bytes per trained parameter, not 8)")
-    for flag, field in FLAGS.items():
-        kind = float if flag in ("lr", "min_lr") else int
-        ap.add_argument("--" + flag.replace("_", "-"), type=kind, default=None, help=f"preset override of {field}")
-    return ap
+def _override_field(flag: str):
+    kind = float if flag in ("lr", "min_lr") else int
+    return (flag, kind | None, dataclasses.field(default=None, metadata={"help": f"preset override of "
+                                                                          f"{OVERRIDES[flag]}"}))
+
+
+Config = dataclasses.make_dataclass(
+    "Config", [*map(_override_field, OVERRIDES), ("remat_on", bool, dataclasses.field(default=False))],
+    bases=(CorpusCPTConfig,), frozen=True, kw_only=True,
+    namespace={"__doc__": "``cfka corpus-cpt``'s configuration: a :class:`CorpusCPTConfig` with the preset "
+                          "overrides (:data:`OVERRIDES`) as fields and ``--remat`` as a flag.",
+               "__module__": __name__,
+               "run_config": lambda self: _run_config(self)})
+"""``cfka corpus-cpt``'s command-line config (generated: one field per preset override)."""
+
+
+def _run_config(cli) -> CorpusCPTConfig:
+    values = {f.name: getattr(cli, f.name) for f in dataclasses.fields(CorpusCPTConfig)}
+    values["overrides"] = tuple((flag, getattr(cli, flag)) for flag in OVERRIDES if getattr(cli, flag) is not None)
+    values["remat"] = cli.remat_on or None
+    return CorpusCPTConfig(**values)
+
+
+FLAGS = Flags(
+    Config, prog="cfka corpus-cpt", description=__doc__.split("\n\n")[0],
+    hidden=("overrides", "remat"), names={"remat_on": "remat"},
+    spaced=("data", "mc", "domain_subjects", "mc_original", "mc_domain", "mc_dev"),
+    choices={"preset": lambda: sorted(CORPUS), "dtype": lambda: sorted(DTYPES), "update": lambda: UPDATES,
+             "ewc_fisher": lambda: ["code", "per_example"], "overflow": lambda: ["split", "truncate"],
+             "opt_state_dtype": lambda: sorted(STATE_DTYPES)},
+    metavars={"data": "FILE", "model": "HF_DIR", "out": "DIR"},
+    help={"data": ".txt/.jsonl/.parquet files or folders of them",
+          "model": "local HF folder: config.json, safetensors, tokenizer", "out": "run folder",
+          "method": f"one of {', '.join(METHODS)} or a '+' composition (runs/method.py)",
+          "ewc_lambda": "--method ewc: strength λ (default: 1e3)",
+          "ewc_batches": "--method ewc: Fisher batches (default: 8)", "ewc_fisher": "--method ewc: estimator",
+          "rho_k": "--method rho1: kept fraction of tokens (default: 0.6)",
+          "alpha": "new-data fraction (replay share 1 - alpha)", "preset": "scale (runs/presets.py CORPUS)",
+          "mc": "MMLU-format question files/folders (split them with --domain-subjects)",
+          "domain_subjects": "subjects of --mc that form the Domain set",
+          "mc_original": "question files of the Original set", "mc_domain": "question files of the Domain set",
+          "mc_dev": "dev questions for k-shot prompts", "mc_shots": "k of the k-shot prompts",
+          "mc_limit": "at most this many (seeded) questions per set (default: all)",
+          "text_field": "jsonl field / parquet column of the text",
+          "max_length": "tokens per document piece (default: --seq-len)", "overflow": "long documents",
+          "heldout": "fraction of documents held out for perplexity",
+          "heldout_max_docs": "at most this many held-out documents",
+          "minhash": "MinHash de-duplication of the replay candidates (off: keep every one, the reference)",
+          "dtype": "parameter dtype", "seed": "PRNG seed", "progress": "progress bars",
+          "update": "which weights train (spec §4.4, §4.6)",
+          "freeze_layers": "--update freeze: blocks frozen after the embedding (default: half of the model's)",
+          "lora_rank": "--update lora: adapter rank (alpha = 2 x rank)",
+          "mesh": "shard the run over devices, e.g. data=2,fsdp=4 or auto",
+          "remat_on": "rematerialise each block in the backward pass (less activation memory, one more forward "
+                      "per block)",
+          "opt_state_dtype": "storage dtype of the AdamW moments (bfloat16: 4 bytes per trained parameter, not 8)",
+          **{flag: f"preset override of {field}" for flag, field in OVERRIDES.items()}})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
 
 
 def config_from_args(argv: list[str] | None) -> CorpusCPTConfig:
-    a = build_parser().parse_args(argv)
-    overrides = tuple((flag, getattr(a, flag)) for flag in FLAGS if getattr(a, flag) is not None)
-    return CorpusCPTConfig(
-        data=tuple(a.data), model=a.model, out=a.out, method=a.method, alpha=a.alpha, preset=a.preset,
-        overrides=overrides, mc=tuple(a.mc), mc_original=tuple(a.mc_original), mc_domain=tuple(a.mc_domain),
-        domain_subjects=tuple(a.domain_subjects), mc_dev=tuple(a.mc_dev), mc_shots=a.mc_shots, mc_limit=a.mc_limit,
-        text_field=a.text_field, max_length=a.max_length, overflow=a.overflow, heldout=a.heldout,
-        heldout_max_docs=a.heldout_max_docs, minhash=not a.no_minhash, dtype=a.dtype, seed=a.seed,
-        progress=not a.no_progress, update=a.update, freeze_layers=a.freeze_layers, lora_rank=a.lora_rank,
-        mesh=a.mesh, ewc_lambda=a.ewc_lambda, ewc_batches=a.ewc_batches, ewc_fisher=a.ewc_fisher, rho_k=a.rho_k,
-        remat=a.remat or None, opt_state_dtype=a.opt_state_dtype)
+    return FLAGS.parse(argv).run_config()
 
 
 def main(argv: list[str] | None = None) -> int:
-    final = run(config_from_args(argv))
+    return command(FLAGS.parse(argv))
+
+
+def command(cli) -> int:
+    """Runs CPT on the corpus and prints the final metrics: ``cfka corpus-cpt``'s run function."""
+    final = run(cli.run_config())
     print(json.dumps({k: v for k, v in final.items() if k.count("/") <= 1 and not isinstance(v, dict)}, indent=1))
     return 0
 
