@@ -99,6 +99,31 @@ def test_boolean_flags_say_what_they_do(capsys):
     assert "(off by default)" in out and "(default: False)" not in out
 
 
+def test_corpus_cpt_and_knowedit_keep_their_flags():
+    from cfka_jax.experiments.corpus_cpt import CorpusCPTConfig
+    from cfka_jax.experiments.knowedit import KnowEditRun
+
+    cc = cli.resolve("corpus-cpt")[0].parse(["--data", "a.txt", "b,c.txt", "--model", "m", "--out", "o", "--steps",
+                                             "7", "--lr", "1e-4", "--remat", "--no-minhash", "--mc", "q.csv",
+                                             "--domain-subjects", "law", "tax"]).run_config()
+    assert type(cc) is CorpusCPTConfig and cc.data == ("a.txt", "b,c.txt") and cc.remat is True
+    assert cc.overrides == (("steps", 7), ("lr", 1e-4)) and not cc.minhash and cc.domain_subjects == ("law", "tax")
+    assert cli.resolve("corpus-cpt")[0].parse(["--data", "a", "--model", "m", "--out", "o"]).run_config() == \
+        CorpusCPTConfig(data=("a",), model="m", out="o")
+    ke = cli.resolve("knowedit")[0].parse(["--data", "t.json", "--model", "m", "--out", "o", "--methods",
+                                           "naive,stoc + ewc", "--no-wrap-strings", "--update", "lora"])
+    assert ke == KnowEditRun(data="t.json", model="m", out="o", methods=("naive", "stoc + ewc"),
+                             wrap_strings=False, update="lora")
+
+
+def test_geometry_subcommands_fill_the_out_default():
+    name, cfg = cli.resolve("geometry")[0].parse(["energy", "--scale", "small", "--taus", "inf,1.5"])
+    assert name == "energy" and cfg.out is None and cfg.taus == (float("inf"), 1.5)
+    from cfka_jax.experiments.geometry import finish
+
+    assert finish(name, cfg)[1].out == "runs/geometry/energy-small"
+
+
 def test_proofs_extra_takes_several_files_and_repeats():
     flags, _ = cli.resolve("proofs")
     assert flags.parse(["--extra", "a.py", "b.py", "--extra", "c.py"]).extra == ("a.py", "b.py", "c.py")
@@ -139,10 +164,15 @@ BAD = [  # (argv, words the one error line must contain)
      ["--alpha"]),
     (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--heldout", "0"], ["--heldout"]),
     (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o"], [MISSING]),
+    (["corpus-cpt", "--model", MISSING, "--out", "o"], ["--data"]),
+    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--opt-state-dtype", "float16"],
+     ["--opt-state-dtype", "float16"]),
     (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--alpha", "2"], ["alpha", "2"]),
     (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--steps", "0"], ["steps"]),
     (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--methods", "no_such_method"], ["--methods", "no_such_method"]),
     (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o"], [MISSING]),
+    (["knowedit", "--data", "t.json", "--out", "o"], ["--model"]),
+    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--mixing", "half"], ["--mixing", "half"]),
     (["stoc-table", "--preset", "smoke", "--alphas", "0.5,1.5"], ["alpha", "1.5"]),
     (["stoc-table", "--preset", "smoke", "--kinds", "stoc,gen"], ["kinds", "gen"]),
     (["stoc-table", "--alphas", "0.5,half"], ["--alphas", "half"]),
