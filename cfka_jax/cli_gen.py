@@ -11,9 +11,10 @@ What tyro derives from the class, and what :class:`Flags` adds:
 * ``choices`` turns a ``str`` field into a choice among a registry's names (``runs/presets.BIOGRAPHY``,
   ``models/family``, method registries), read when the parser is built so a new registry entry is a new choice;
 * a ``bool`` field is one flag that flips its default (``--no-retention`` for a field that defaults to True,
-  ``--pt-checkpoint`` for one that defaults to False), and its help says what the flag does ("retention; on by
-  default, this flag turns it off") rather than tyro's "(default: True)"; ``aliases`` keeps an older spelling
-  (``--skip-legacy``);
+  ``--pt-checkpoint`` for one that defaults to False), and its help says what the flag does (``--no-progress
+  progress bars (on by default; this flag turns it off)``, ``--remat ... (off by default)``) rather than tyro's
+  "(default: True)"; a help that names its own default (``"(default: the preset's)"``) gets no second one;
+  ``aliases`` keeps an older spelling (``--skip-legacy``);
 * ``parsers`` gives a field a converter of its one token (``values.float_arg(lo=0.0)``, ``values.floats_arg``,
   ``int_arg``): a value it rejects (``ValueError``, ``argparse.ArgumentTypeError``) is a parse error naming the
   option, exit 2, before anything runs;
@@ -27,7 +28,9 @@ What tyro derives from the class, and what :class:`Flags` adds:
   makes a field with a library default a required option, ``hidden`` leaves a field off the command line,
   ``positional`` makes a field a positional argument (``cfka report RUN_DIR ...``), ``metavars`` names a
   value in the usage line, ``nested`` gives a field holding a config its own :class:`Flags`, whose options are
-  this command's (``--score-norm`` for ``replay.score_norm``).
+  this command's (``--score-norm`` for ``replay.score_norm``);
+* :class:`Subcommands` puts several configs behind one command's first word, in one tyro parse
+  (``cfka geometry onestep --eta 1e-4``); each keeps its own :class:`Flags`.
 
 Errors keep the project's contract (``cfka_jax/cli.py``): a value tyro rejects (an unknown choice, a bad number,
 an unknown option) prints ONE line ``prog: error: ...`` naming the option and exits with status 2, instead of
