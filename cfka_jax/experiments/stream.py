@@ -23,7 +23,7 @@ from cfka_jax import jsonio
 from cfka_jax.cli_gen import Flags
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.specs import ARCHS
-from cfka_jax.runs.stream import METRICS, STREAM_METHODS, StreamSpec, run_stream
+from cfka_jax.runs.stream import GPM_EMBEDDINGS, METRICS, STREAM_METHODS, StreamSpec, run_stream
 from cfka_jax.train.optim import DECAYS, REWARM
 from cfka_jax.train.tracking import Tracker, TrackingConfig
 
@@ -82,7 +82,7 @@ class Config(StreamSpec):
 FLAGS = Flags(Config, prog="cfka stream", description=__doc__.split("\n\n")[0],
               choices={"preset": lambda: list(BIOGRAPHY), "methods": lambda: STREAM_METHODS,
                        "rewarm": lambda: REWARM, "decay": lambda: DECAYS, "metric": lambda: METRICS,
-                       "arch": lambda: list(ARCHS)},
+                       "arch": lambda: list(ARCHS), "gpm_embeddings": lambda: GPM_EMBEDDINGS},
               names={"methods": "method"},
               help={"preset": "Biography scale (runs/presets.py BIOGRAPHY)", "stages": "number T of CPT stages",
                     "methods": "one method, or a comma list with one per stage",
@@ -93,6 +93,8 @@ FLAGS = Flags(Config, prog="cfka stream", description=__doc__.split("\n\n")[0],
                     "decay": "cosine, or constant then decay",
                     "stage_steps": "steps per stage (default: CPT steps / stages)",
                     "ewc_lambda": "EWC strength λ >= 0", "gpm_threshold": "GPM energy threshold ε in (0, 1)",
+                    "gpm_embeddings": "GPM stages: the input embedding (tied: also the head) trains unprojected "
+                                      "(free) or not at all (frozen)",
                     "metric": "the accuracy in the matrix", "arch": "model family (models/family.py)",
                     "seed": "CPT data order and replay draws (the PT run is shared)",
                     "pt_dir": "a finished PT run folder (default: <out>/pt-<preset>-<arch>)",

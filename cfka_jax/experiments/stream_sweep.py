@@ -31,6 +31,7 @@ CONFIGS = {
     "replay25-norewarm": dict(methods=("replay",), alpha=0.75, rewarm="none"),
     "ewc-rewarm": dict(methods=("ewc",), rewarm="rewarm"),
     "gpm-rewarm": dict(methods=("gpm",), rewarm="rewarm"),
+    "gpm-frozenemb-rewarm": dict(methods=("gpm",), rewarm="rewarm", gpm_embeddings="frozen"),
     "stoc25-rewarm": dict(methods=("stoc",), alpha=0.75, rewarm="rewarm"),
 }
 """Name → the StreamSpec fields it sets (the rest: preset, steps, seed, folders from the command line)."""

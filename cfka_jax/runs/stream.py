@@ -39,6 +39,7 @@ from flax import nnx
 
 from cfka_jax import jsonio
 from cfka_jax.continual import gpm
+from cfka_jax.continual.peft import trainable_filter, trainable_mask
 from cfka_jax.continual.ewc import ewc_anchor, ewc_penalty, fisher_batch_mean
 from cfka_jax.continual.replay import build_replay
 from cfka_jax.data.batching import EpochBatcher, packed_batch
@@ -62,6 +63,9 @@ STREAM_METHODS = recipe_components("stream")
 """The stream recipe's methods: the one registry's components it runs (``runs/method.RECIPES["stream"]``), one
 name per stage (no compositions)."""
 METRICS = ("sFTA", "hFTA")
+GPM_EMBEDDINGS = ("free", "frozen")
+"""What GPM stages do with the input embedding (with a tied head, also the LM head), which no input basis covers:
+``free`` (it trains unprojected, as the norms and biases do) or ``frozen`` (no update at all)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +85,7 @@ class StreamSpec:
     stage_steps: int | None = None
     ewc_lambda: float = 1e3
     gpm_threshold: float = 0.97
+    gpm_embeddings: str = "free"
     metric: str = "sFTA"
     arch: str = "qwen"
     seed: int = 0
@@ -115,6 +120,8 @@ class StreamSpec:
         if not (isinstance(self.ewc_lambda, (int, float)) and math.isfinite(self.ewc_lambda) and self.ewc_lambda >= 0):
             raise ValueError(f"--ewc-lambda must be a finite number >= 0, got {self.ewc_lambda!r}")
         gpm.GPMConfig(threshold=float(self.gpm_threshold))
+        if self.gpm_embeddings not in GPM_EMBEDDINGS:
+            raise ValueError(f"--gpm-embeddings must be one of {GPM_EMBEDDINGS}, got {self.gpm_embeddings!r}")
         if self.rewarm_peak is not None:
             stage_optim(self.schedule.optim(), stage=1, peak_lr=self.rewarm_peak)
 
@@ -237,9 +244,13 @@ def _stage(spec, bundle, tasks, stage, params, model, evaluate_factory, tracker,
     batcher = EpochBatcher(docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=sched.batch,
                            seed=spec.seed + stage, doc_mask=bundle.config.doc_mask)
     opt = stage_optim(sched.optim(), stage=stage, rewarm=spec.rewarm, peak_lr=spec.rewarm_peak, decay=spec.decay)
+    trainable = None
+    if post is not None and spec.gpm_embeddings == "frozen":
+        keep = trainable_filter(model, freeze_embeddings=True)
+        trainable = lambda params: trainable_mask(params, keep)  # noqa: E731
     run = train_lm(model, batcher, opt=opt, loop=sched.loop(progress=spec.progress), folder=folder,
                    evaluate_factory=evaluate_factory, penalty=penalty, penalty_args=args, post_update=post,
-                   on_record=tracker.at((stage - 1) * sched.steps).record)
+                   trainable=trainable, on_record=tracker.at((stage - 1) * sched.steps).record)
     final = {"step": run.step, "start": run.eval_at(0), **run.eval_at(run.step), **stats,
              "epochs": sched.steps / batcher.steps_per_epoch, "lr_peak": opt.peak_lr}
     folder.save_params(run.params, run.step)
