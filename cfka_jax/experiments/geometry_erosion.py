@@ -47,6 +47,9 @@ from cfka_jax.jsonio import read_json_object
 from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_json, write_markdown
 
 
+STUDIES = ("erosion", "cues")
+
+
 @dataclasses.dataclass(frozen=True)
 class ErosionScale:
     world: formats.FormatWorldConfig
@@ -78,10 +81,15 @@ class ErosionConfig:
     lr: float = 1e-3
     seeds: tuple[int, ...] = ()
     out: str = "runs/geometry/erosion"
+    study: str = "erosion"
+    """``erosion``: the five variants and the §6.5 prediction; ``cues``: the §6.6 train-cue × eval-cue grid and the
+    §6.2 per-token collision protocol (``geometry_cues.py``)."""
 
     def __post_init__(self):
         if self.scale not in SCALES:
             raise ValueError(f"unknown scale {self.scale!r}; choose from {sorted(SCALES)}")
+        if self.study not in STUDIES:
+            raise ValueError(f"--study must be one of {STUDIES}, got {self.study!r}")
         for tau in self.taus:
             if not math.isfinite(tau):
                 raise ValueError("--taus lists the masking thresholds; the unmasked run is always included")
@@ -275,6 +283,10 @@ def _plots(out, results, variants):
 
 def run_erosion(cfg: ErosionConfig) -> dict:
     s = SCALES[cfg.scale]
+    if cfg.study == "cues":
+        from cfka_jax.experiments.geometry_cues import run_cues
+
+        return run_cues(cfg, s)
     out = pathlib.Path(cfg.out)
     results = []
     for seed in cfg.run_seeds:

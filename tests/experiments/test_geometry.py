@@ -93,7 +93,7 @@ def test_smoke_runs_write_tables_and_plots(tmp_path, command, extra, files):
         assert (out / "erosion_seed0.json").stat().st_mtime_ns == mtime
     if command == "select":
         assert set(data["summary"]) == {"random", "ch1", "ch1-ch2-inputln", "datainf", "hyperinf", "less", "oracle"}
-        assert all(r["selected"] == 2 for r in data["runs"])
+        assert all(r["selected"] == 2 for d in data["seeds"] for r in d["rows"])
     if command == "crosslingual":
         assert {"ch1/topk_unique", "ch1-ch2-inputln/topk_unique", "random (100 draws)"} <= set(data["summary"])
 
@@ -121,3 +121,63 @@ def test_sweep_cache_resumes_only_the_same_sft_config(tmp_path):
     assert path == tmp_path / "sweep.json" and cells == {(20, "readout", "task_major"): cell}
     assert _sweep_cache(tmp_path, SFTConfig(steps=5, lr=1e-3))[1] == {}
     assert _sweep_cache(tmp_path / "empty", sft)[1] == {}
+
+
+def test_transmission_ood_world_flags():
+    _, cfg = geometry.configs(["transmission", "--world", "ood", "--seeds", "0,1",
+                               "--resets", "none,readout,paper_last4,last4"])
+    assert (cfg.world, cfg.seeds, cfg.resets) == ("ood", (0, 1), ("none", "readout", "paper_last4", "last4"))
+    assert geometry.configs(["transmission"])[1].world == "biography"
+    with pytest.raises(ValueError, match="resets"):  # last4 (k = 4 literally) only on the ood world's 6 blocks
+        geometry.configs(["transmission", "--resets", "none,last4"])
+    from cfka_jax.experiments.geometry_transmission_ood import OOD_SCALES
+
+    for s in OOD_SCALES.values():
+        assert s.model.layers >= 6
+    small = OOD_SCALES["small"]
+    assert len(small.checkpoints) >= 8 and len(small.seeds) >= 3
+
+
+def _fake_run(scale, sign):
+    """R and SFT curves whose gain is ``sign`` × twice the relative drop on each task's own probe."""
+    from cfka_jax.geometry.ood import TASKS
+
+    r = {0: {p: 1.0 for p in (*TASKS, "bio")}}
+    curves = {}
+    for c in (1, 2, 3):
+        r[c] = {d: 1.0 - 0.05 * c * (i + 1) for i, d in enumerate(TASKS)}
+        r[c]["bio"] = 1.0 - 0.01 * c
+        for d in TASKS:
+            drop = 1.0 - r[c][d]
+            curves[(c, "none", d)] = {"L_final": 1.0 + scale, "L_min": 1.0 + scale}
+            curves[(c, "readout", d)] = {"L_final": 1.0 + scale - sign * 2 * drop,
+                                         "L_min": 1.0 + scale - sign * 2 * drop}
+    return {"R": r, "curves": curves}
+
+
+def test_transmission_ood_correlations_pool_seeds():
+    from cfka_jax.experiments.geometry_transmission_ood import correlations
+
+    corr = correlations({0: _fake_run(0.0, 1.0), 1: _fake_run(0.5, 1.0)}, (1, 2, 3), ("none", "readout"))
+    assert corr["seed0/rho_task/readout/L_final"]["n"] == 9 and corr["rho_task/readout/L_final"]["n"] == 18
+    assert corr["rho_task/readout/L_final"]["rho"] == pytest.approx(1.0)
+    assert corr["seed1/rho_task/readout/L_min"]["rho"] == pytest.approx(1.0)
+    # bio's drop is the checkpoint's only, so ties within a checkpoint: ρ_bio < 1 but positive here
+    assert 0.0 < corr["rho_bio/readout/L_final"]["rho"] < 1.0
+    flipped = correlations({0: _fake_run(0.0, -1.0)}, (1, 2, 3), ("none", "readout"))
+    assert flipped["rho_task/readout/L_final"]["rho"] == pytest.approx(-1.0)
+
+
+@pytest.mark.slow
+def test_transmission_ood_smoke(tmp_path):
+    out = tmp_path / "ood"
+    argv = ["transmission", "--world", "ood", "--scale", "smoke", "--out", str(out),
+            "--resets", "none,readout,paper_last4,last4"]
+    assert geometry.main(argv) == 0
+    data = json.loads((out / "transmission.json").read_text())
+    assert data["checkpoints"] == [2, 4, 8] and set(data["R"]["0"]) == {"0", "2", "4", "8"}
+    assert data["correlations"]["rho_task/last4/L_final"]["n"] == 9
+    assert {r["reset"] for r in data["sft"]} == {"none", "readout", "paper_last4", "last4"}
+    assert (out / "reset_gain_vs_drop.png").stat().st_size > 10_000 and (out / "seed0.json").exists()
+    assert geometry.main(argv) == 0  # the second call reads seed0.json back
+    assert json.loads((out / "transmission.json").read_text())["R"] == data["R"]
