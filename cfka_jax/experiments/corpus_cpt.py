@@ -47,7 +47,7 @@ from cfka_jax.data.packing import Packed, pack
 from cfka_jax.eval import multiple_choice as mc
 from cfka_jax.eval.perplexity import perplexity_metric
 from cfka_jax.eval.sets import combine, named_sets
-from cfka_jax.continual.replay import build_replay
+from cfka_jax.continual.replay import build_replay, check_replay_dir
 from cfka_jax.cli_gen import Flags
 from cfka_jax.models import from_pretrained, load_tokenizer
 from cfka_jax.runs.engine import finish_run, train_lm
@@ -55,7 +55,7 @@ from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import train_hooks, with_update
 from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
-from cfka_jax.runs.replay import real_replay_config
+from cfka_jax.runs.replay import model_replay_made_from, real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES, UPDATES
 from cfka_jax.train.optim import STATE_DTYPES
@@ -200,12 +200,16 @@ def run(cfg: CorpusCPTConfig) -> dict:
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat))
     check_freeze_layers(model, cfg.freeze_layers)
     mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
-    folder.start(cfg, p)  # after every check: a refused run writes nothing
     eos, method = int(tokenizer.eos_token_id), cfg.resolved
+    made_from = model_replay_made_from(cfg.model, tokenizer, train_docs) if method.mixes else None
+    if made_from is not None:  # a corpus left in --out by a run of another model or corpus is refused
+        check_replay_dir(folder.path / "replay", made_from, flag="--out")
+    folder.start(cfg, p)  # after every check: a refused run writes nothing
     replay_docs, replay_stats, alpha = [], {}, 1.0
     if method.mixes:
         corpus = build_replay(model, train_docs, tokenizer, real_replay_config(method.replay, p, seed=cfg.seed,
-                              minhash=cfg.minhash), out_dir=folder.path / "replay")
+                              minhash=cfg.minhash), out_dir=folder.path / "replay", made_from=made_from,
+                              flag="--out")
         replay_docs, replay_stats, alpha = corpus.sequences, corpus.stats, cfg.alpha
     mixture, mix_stats = mix_replay(train_docs, replay_docs, alpha, rule="token_share", seed=cfg.seed)
     batcher = EpochBatcher(mixture, seq_len=p.seq_len, eos_id=eos, batch_size=p.cpt.batch, seed=cfg.seed + 1)

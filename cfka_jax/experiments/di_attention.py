@@ -116,7 +116,7 @@ def trained(cfg: Config, bundle: DataBundle, phase: str, pt: EnsembleResult | No
     checkpoints to ``OUT/<phase>/ckpt`` and resumes from it when killed."""
     path, spec = pathlib.Path(cfg.out) / phase, cfg.spec()
     if (path / "ensemble.json").exists():
-        return load_ensemble(path, spec, bundle)
+        return load_ensemble(path, spec, bundle, phase=phase, parent=pt)  # made from this bundle and PT ensemble
     ckpt = path / "ckpt"
     if cfg.pt_checkpoint and phase == "pt":
         return load_checkpoint(ckpt, spec, bundle, phase)

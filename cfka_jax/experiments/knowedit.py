@@ -32,7 +32,7 @@ import pathlib
 import jax.numpy as jnp
 
 from cfka_jax.cli_gen import Flags
-from cfka_jax.continual.replay import build_replay
+from cfka_jax.continual.replay import build_replay, check_replay_dir
 from cfka_jax.data import knowedit as ke
 from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.data.mixing import mix_replay
@@ -44,7 +44,7 @@ from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import train_hooks, with_update
 from cfka_jax.runs.presets import KNOWEDIT, Preset, lookup, override
-from cfka_jax.runs.replay import real_replay_config
+from cfka_jax.runs.replay import model_replay_made_from, real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES, UPDATES
 from cfka_jax.experiments.update_flags import PretrainedRunFields, check_freeze_layers, updated_model
@@ -156,11 +156,15 @@ def build_corpora(cfg: KnowEditRun, data: Data, tokenizer) -> dict:
     kinds = sorted({cfg.resolved(m).replay for m in cfg.methods if cfg.resolved(m).mixes})
     if not kinds:
         return {}
+    made_from = model_replay_made_from(cfg.model, tokenizer, data.questions)  # a reused corpus must record the same
+    for kind in kinds:  # checked before the model is read or anything sampled
+        check_replay_dir(pathlib.Path(cfg.out) / f"replay-{kind}", made_from, flag="--out")
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
     out = {}
     for kind in kinds:
         rcfg = real_replay_config(kind, cfg.scale, seed=cfg.seed, minhash=cfg.minhash)
-        corpus = build_replay(model, data.questions, tokenizer, rcfg, out_dir=pathlib.Path(cfg.out) / f"replay-{kind}")
+        corpus = build_replay(model, data.questions, tokenizer, rcfg, out_dir=pathlib.Path(cfg.out) / f"replay-{kind}",
+                              made_from=made_from, flag="--out")
         print(f"[replay {kind}] {corpus.stats['num_prompts']} prompts, {corpus.stats['num_candidates']} candidates, "
               f"MinHash dropped {corpus.stats['minhash_dropped']}, {len(corpus.sequences)} sequences")
         out[kind] = corpus.sequences

@@ -20,7 +20,9 @@ or a "First M." prefix with the new data, ``data/sharing.interfered_facts``) vs 
 kind (and naive CPT) trains the preset's CPT from the PT model, and the per-fact retention (Original sFTA per test
 occurrence, final step) is split the same way. Every corpus and run is its own folder (a killed study resumes);
 ``table.json`` and ``table.md`` in ``--out``. ``--pt-checkpoint`` prompts the PT run's newest training checkpoint
-instead of its final parameters (labelled with its step; for a PT run still training).
+instead of its final parameters (labelled with its step; for a PT run still training). Every corpus records the
+PT run's identity and the step it was sampled at (``runs/replay.replay_made_from`` / ``checkpoint_made_from``); a
+corpus in ``--out`` made from another PT run is refused with one line naming ``--out`` and the folder.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from cfka_jax.eval.coverage import corpus_measures
 from cfka_jax.runs.biography import build_model, continual
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY, override
-from cfka_jax.runs.replay import ReplaySwitches, ensure_replay, replay_made_from, synthetic_replay_config
+from cfka_jax.runs.replay import (ReplaySwitches, checkpoint_made_from, ensure_replay, replay_made_from,
+                                  synthetic_replay_config)
 from cfka_jax.runs.specs import ARCHS, CPTSpec, UPDATES
 from cfka_jax.train.step import make_eval_logits, master_params
 from cfka_jax.experiments.replay_retention import occurrence_soft
@@ -117,8 +120,9 @@ def measure_corpus(cfg: RegimeConfig, kind: str, seed: int, model, step: int, da
     tag = "" if not cfg.pt_checkpoint else f"-pt{step}"
     folder = pathlib.Path(cfg.out) / f"replay-{kind}-seed{seed}{tag}"
     rcfg = synthetic_replay_config(KINDS[kind][0], data.config.seq_len, switches(cfg, kind), seed)
-    made_from = None if cfg.pt_checkpoint else replay_made_from(data, cfg.pt_dir)  # what train_cell's CPT checks
-    corpus = ensure_replay(folder, model, data, rcfg, made_from=made_from)
+    made_from = (checkpoint_made_from(data, cfg.pt_dir, step) if cfg.pt_checkpoint  # the PT run and its step
+                 else replay_made_from(data, cfg.pt_dir))  # what train_cell's CPT checks
+    corpus = ensure_replay(folder, model, data, rcfg, made_from=made_from, flag="--out")
     texts = data.tokenizer.batch_decode([s.tolist() for s in corpus.sequences])
     s = corpus.stats
     m = {"kind": kind, "seed": seed, "pt_step": step, **prompt_positions(corpus),

@@ -27,8 +27,6 @@ its shape, with the warm-up scaled by the same factor, so a scaled run is the pr
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import pathlib
 import time
 from typing import Any, Callable
@@ -42,6 +40,7 @@ from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.jsonio import read_json_object, require_keys, write_json_atomic
 from cfka_jax.models.layers import ATTENTION_KINDS
+from cfka_jax.provenance import KEY, check_made_from, fingerprint, tokenizer_fingerprint
 from cfka_jax.runs.biography import build_model
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, Schedule, lookup, override
 from cfka_jax.runs.specs import ARCHS
@@ -119,6 +118,13 @@ class EnsembleResult:
     losses: np.ndarray
     nonfinite: np.ndarray
     seconds: float
+    made_from: dict | None = None
+
+    def identity(self) -> dict:
+        """``{"parent_run", "parent_step"}`` of this ensemble, what an ensemble trained from it records
+        (``cfka_jax.provenance``): the hash of its spec and phase, and its last step."""
+        return {"parent_run": fingerprint({"spec": dataclasses.asdict(self.spec), "phase": self.phase}),
+                "parent_step": int(self.steps[-1])}
 
     def model(self, e: int) -> nnx.Module:
         """Member ``e`` as an NNX model (float32 master parameters)."""
@@ -141,23 +147,30 @@ def ensemble_models(spec: EnsembleSpec, vocab_size: int) -> list[nnx.Module]:
     return out
 
 
+def ensemble_made_from(bundle: DataBundle, phase: str, parent: EnsembleResult | None = None) -> dict:
+    """What an ensemble of ``phase`` trained on ``bundle`` is made from (``cfka_jax.provenance``): the tokenizer's
+    content hash, the world config's hash, the phase, and for CPT the PT ensemble it started from
+    (:meth:`EnsembleResult.identity`)."""
+    out = {"tokenizer": tokenizer_fingerprint(bundle.tokenizer),
+           "world": fingerprint(dataclasses.asdict(bundle.world.config)), "phase": phase}
+    return out | (parent.identity() if parent is not None else {})
+
+
 def _batchers(spec: EnsembleSpec, bundle: DataBundle, docs, sched: Schedule, offset: int) -> list[EpochBatcher]:
     seeds = spec.seeds if spec.streams == "per_seed" else spec.seeds[:1]
     return [EpochBatcher(docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=sched.batch,
                          seed=s + offset, doc_mask=bundle.config.doc_mask) for s in seeds]
 
 
-def _write_json(path: pathlib.Path, obj) -> None:
-    """``obj`` as JSON at ``path``, atomically (a temporary file renamed over it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
-
-
-def _resume(ckpt: CheckpointDir | None, state, phase: str, num: int):
-    """``(state, start_step, logged, losses, nonfinite, seconds)`` from the newest checkpoint, or a fresh start."""
+def _resume(ckpt: CheckpointDir | None, state, phase: str, num: int, made_from: dict | None = None):
+    """``(state, start_step, logged, losses, nonfinite, seconds)`` from the newest checkpoint, or a fresh start.
+    With ``made_from``, the checkpoint's progress record must record the same (a checkpoint of another PT
+    ensemble, tokenizer or world is refused, naming the folder)."""
     fresh = (state, 0, [], [], np.zeros(num, np.int64), 0.0)
+    if made_from is not None and ckpt is not None:  # before any array is read
+        for where in sorted(ckpt.directory.glob("progress-*.json")):
+            check_made_from(read_json_object(where, f"the {phase} progress record").get(KEY), made_from,
+                            flag="--out", folder=ckpt.directory)
     found = ckpt.restore_latest(state) if ckpt is not None else None
     if found is None:
         return fresh
@@ -171,12 +184,13 @@ def _resume(ckpt: CheckpointDir | None, state, phase: str, num: int):
 
 def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, rest, params_E, *,
                   log: Callable[[str], None] = print, ckpt_dir: str | pathlib.Path | None = None,
-                  ckpt_every: int = 250) -> EnsembleResult:
+                  ckpt_every: int = 250, made_from: dict | None = None) -> EnsembleResult:
     """Trains every member for the phase's schedule (``pt`` on ``pt_train``, ``cpt`` naive on ``cpt_train``).
 
     With ``ckpt_dir``, the stacked train state is checkpointed every ``ckpt_every`` steps (with the logged losses
     beside it) and a killed run resumes from the newest intact checkpoint: batches are a pure function of the
-    step, so a resumed run equals an uninterrupted one.
+    step, so a resumed run equals an uninterrupted one. ``made_from`` (:func:`ensemble_made_from`) is recorded
+    beside each checkpoint and in the result; a checkpoint recording something else is refused.
     """
     if ckpt_every < 1:
         raise ValueError(f"ckpt_every must be >= 1, got {ckpt_every}")
@@ -189,7 +203,7 @@ def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, 
     state = shard_members(init_ensemble(params_E, tx), sharding)
     batchers = _batchers(spec, bundle, docs, sched, offset=0 if phase == "pt" else 1)
     ckpt = CheckpointDir(ckpt_dir, keep=1) if ckpt_dir is not None else None
-    state, start, logged, losses, nonfinite, before = _resume(ckpt, state, phase, len(spec.seeds))
+    state, start, logged, losses, nonfinite, before = _resume(ckpt, state, phase, len(spec.seeds), made_from)
     if start:
         log(f"[{phase} {spec.attention} ×{len(spec.seeds)}] resumed at step {start} from {ckpt.directory}")
     t0 = time.perf_counter() - before
@@ -206,9 +220,9 @@ def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, 
             log(f"{tag} step {done}/{sched.steps} loss {losses[-1].mean():.3f} ({time.perf_counter() - t0:.0f}s)")
 
     def on_state(done: int, state):
-        _write_json(ckpt.directory / f"progress-{done}.json",
-                    {"steps": logged, "losses": [x.tolist() for x in losses], "nonfinite": nonfinite.tolist(),
-                     "seconds": time.perf_counter() - t0})
+        write_json_atomic(ckpt.directory / f"progress-{done}.json",
+                          {"steps": logged, "losses": [x.tolist() for x in losses], "nonfinite": nonfinite.tolist(),
+                           "seconds": time.perf_counter() - t0, **({KEY: made_from} if made_from else {})})
         ckpt.save(done, state)
         for old in ckpt.directory.glob("progress-*.json"):
             if int(old.stem.split("-")[1]) not in ckpt.steps():
@@ -220,38 +234,51 @@ def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, 
                      state_at=(lambda done: done % ckpt_every == 0 and done < sched.steps) if ckpt is not None
                      else None).state
     return EnsembleResult(spec, phase, graphdef, rest, state.params, np.asarray(logged), np.stack(losses),
-                          nonfinite, time.perf_counter() - t0)
+                          nonfinite, time.perf_counter() - t0, made_from)
 
 
 def pretrain_ensemble(spec: EnsembleSpec, bundle: DataBundle, *, log: Callable[[str], None] = print,
                       ckpt_dir: str | pathlib.Path | None = None) -> EnsembleResult:
     """PT of every member from its seed's initialisation (module docstring); resumable with ``ckpt_dir``."""
     graphdef, params_E, rest = split_members(ensemble_models(spec, len(bundle.tokenizer)))
-    return train_members(spec, bundle, "pt", graphdef, rest, params_E, log=log, ckpt_dir=ckpt_dir)
+    return train_members(spec, bundle, "pt", graphdef, rest, params_E, log=log, ckpt_dir=ckpt_dir,
+                         made_from=ensemble_made_from(bundle, "pt"))
 
 
 def continual_ensemble(spec: EnsembleSpec, pt: EnsembleResult, bundle: DataBundle, *,
                        log: Callable[[str], None] = print, ckpt_dir: str | pathlib.Path | None = None
                        ) -> EnsembleResult:
     """Naive CPT of every member (the new population's training biographies alone) from its PT parameters."""
-    return train_members(spec, bundle, "cpt", pt.graphdef, pt.rest, pt.params_E, log=log, ckpt_dir=ckpt_dir)
+    return train_members(spec, bundle, "cpt", pt.graphdef, pt.rest, pt.params_E, log=log, ckpt_dir=ckpt_dir,
+                         made_from=ensemble_made_from(bundle, "cpt", pt))
 
 
 def save_ensemble(path: str | pathlib.Path, result: EnsembleResult) -> None:
-    """Write the stacked final parameters (``params/``) and ``ensemble.json`` (spec, phase, losses)."""
+    """Write the stacked final parameters (``params/``) and ``ensemble.json`` (spec, phase, losses, and under
+    ``made_from`` what the ensemble was trained from, :func:`ensemble_made_from`)."""
     path = pathlib.Path(path)
     path.mkdir(parents=True, exist_ok=True)
     save(path / "params", result.params_E, step=int(result.steps[-1]), force=True)
     meta = {"spec": dataclasses.asdict(result.spec), "phase": result.phase, "steps": result.steps.tolist(),
-            "losses": result.losses.tolist(), "nonfinite": result.nonfinite.tolist(), "seconds": result.seconds}
+            "losses": result.losses.tolist(), "nonfinite": result.nonfinite.tolist(), "seconds": result.seconds,
+            **({KEY: result.made_from} if result.made_from is not None else {})}
     write_json_atomic(path / "ensemble.json", meta)  # last, after params/: its presence marks a whole ensemble
 
 
-def load_ensemble(path: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBundle) -> EnsembleResult:
-    """An ensemble written by :func:`save_ensemble` for ``spec``.
+def load_ensemble(path: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBundle, *, phase: str | None = None,
+                  parent: EnsembleResult | None = None, flag: str = "--out") -> EnsembleResult:
+    """An ensemble written by :func:`save_ensemble` for ``spec``, trained on ``bundle`` (and, for CPT, from the PT
+    ensemble ``parent``).
+
+    Args:
+      phase: the expected phase (default: the recorded one).
+      parent: the PT ensemble a CPT ensemble must have started from.
+      flag: the option that named the folder, for the messages.
 
     Raises:
-      ValueError: the folder holds an ensemble of another spec (the differing spec named).
+      ValueError: the folder holds an ensemble of another spec (the differing spec named), or one made from another
+        tokenizer, world, phase or PT ensemble, or recording none (one line naming ``flag`` and the folder; before
+        any parameter is read).
     """
     path = pathlib.Path(path)
     where = path / "ensemble.json"
@@ -263,6 +290,8 @@ def load_ensemble(path: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBund
         raise ValueError(f"{where}: key 'spec' is not a valid ensemble spec ({err})") from None
     if stored != spec:
         raise ValueError(f"{path} holds the ensemble of {stored}, not of {spec}")
+    expected = ensemble_made_from(bundle, phase or str(meta["phase"]), parent)
+    check_made_from(meta.get(KEY), expected, flag=flag, folder=path)
     graphdef, abstract, rest = split_members(ensemble_models(spec, len(bundle.tokenizer)))
     params_E, _ = restore(path / "params", abstract)
     try:
@@ -271,7 +300,7 @@ def load_ensemble(path: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBund
         seconds = float(meta["seconds"])
     except (TypeError, ValueError) as err:
         raise ValueError(f"{where}: steps / losses / nonfinite / seconds are not numbers ({err})") from None
-    return EnsembleResult(spec, meta["phase"], graphdef, rest, params_E, *arrays, seconds)
+    return EnsembleResult(spec, meta["phase"], graphdef, rest, params_E, *arrays, seconds, meta[KEY])
 
 
 def load_checkpoint(ckpt_dir: str | pathlib.Path, spec: EnsembleSpec, bundle: DataBundle, phase: str = "pt"
@@ -285,9 +314,10 @@ def load_checkpoint(ckpt_dir: str | pathlib.Path, spec: EnsembleSpec, bundle: Da
     graphdef, params_E, rest = split_members(ensemble_models(spec, len(bundle.tokenizer)))
     sched: Schedule = getattr(spec.scale, phase)
     ckpt = CheckpointDir(ckpt_dir, keep=1)
+    made_from = ensemble_made_from(bundle, phase)
     state, start, logged, losses, nonfinite, seconds = _resume(ckpt, init_ensemble(params_E, make_optimizer(
-        sched.optim())), phase, len(spec.seeds))
+        sched.optim())), phase, len(spec.seeds), made_from if phase == "pt" else None)
     if not start:
         raise ValueError(f"{ckpt_dir} holds no {phase} checkpoint of {spec}")
     return EnsembleResult(spec, phase, graphdef, rest, state.params, np.asarray(logged), np.stack(losses),
-                          nonfinite, seconds)
+                          nonfinite, seconds, made_from if phase == "pt" else None)

@@ -10,7 +10,10 @@ sizes of their preset.
 
 A Biography corpus records what it was sampled from (:func:`replay_made_from`: the tokenizer's content hash, the
 world config's hash, the PT run's identity and step) and is reused only by a run with the same (else one line
-naming ``--replay-dir`` and the folder; :func:`check_replay`, called before the CPT run folder is written).
+naming ``--replay-dir`` and the folder; :func:`check_replay`, called before the CPT run folder is written). The
+other corpora record the same things of their parent: a stream stage's the run it starts from (``runs/stream.py``),
+a ``--pt-checkpoint`` corpus the PT run and checkpoint step (:func:`checkpoint_made_from`), a KnowEdit /
+``corpus-cpt`` corpus the pretrained model's content hash and its source documents (:func:`model_replay_made_from`).
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import pathlib
 
 from cfka_jax.continual.dedup import MinHashConfig
 from cfka_jax.continual.replay import ReplayConfig, ReplayCorpus, build_replay, check_replay_dir
-from cfka_jax.provenance import fingerprint, tokenizer_fingerprint
-from cfka_jax.runs.folder import RunFolder
+from cfka_jax.provenance import docs_fingerprint, fingerprint, model_fingerprint, tokenizer_fingerprint
+from cfka_jax.runs.folder import IGNORED, RunFolder, RunFolderError
 from cfka_jax.runs.presets import Preset
 
 GENERATIVE = ("stoc", "random", "lamol", "first_k", "random_no_eos", "random_vocab")
@@ -82,6 +85,34 @@ def replay_made_from(bundle, pt_folder: str | pathlib.Path) -> dict:
             "world": fingerprint(dataclasses.asdict(bundle.world.config)), **RunFolder(pt_folder).identity()}
 
 
+def checkpoint_made_from(bundle, pt_folder: str | pathlib.Path, step: int) -> dict:
+    """:func:`replay_made_from` of a corpus sampled from a training checkpoint of a PT run still in progress
+    (``cfka stoc-regime --pt-checkpoint``): ``parent_run`` is the run's identity as ``RunFolder.identity`` computes
+    it (its stored config minus the fields that change no result; no ``final.json`` needed), ``parent_step`` the
+    checkpoint's step.
+
+    Raises:
+      RunFolderError: ``pt_folder`` holds no run (no ``config.json``).
+    """
+    folder = RunFolder(pt_folder)
+    config = folder.read_json("config.json")
+    if config is None:
+        raise RunFolderError(f"{folder.path} holds no run (config.json)")
+    run = {k: v for k, v in (config.get("run") or {}).items() if k not in IGNORED}
+    return {"tokenizer": tokenizer_fingerprint(bundle.tokenizer),
+            "world": fingerprint(dataclasses.asdict(bundle.world.config)),
+            "parent_run": fingerprint({"run": run, "preset": config.get("preset")}), "parent_step": int(step)}
+
+
+def model_replay_made_from(model_dir: str | pathlib.Path, tokenizer, source_docs) -> dict:
+    """What a real-data corpus (``cfka knowedit``, ``cfka corpus-cpt``) sampled from the pretrained model in
+    ``model_dir`` is made from: ``tokenizer`` (content hash), ``parent_model`` (the content hash of its config and
+    weights, ``provenance.model_fingerprint``; a pretrained model has no run or step) and ``sources`` (the hash of
+    the token ids of the documents it was prompted from)."""
+    return {"tokenizer": tokenizer_fingerprint(tokenizer), "parent_model": model_fingerprint(model_dir),
+            "sources": docs_fingerprint(source_docs)}
+
+
 def check_replay(folder: pathlib.Path, bundle, pt_folder: str | pathlib.Path) -> None:
     """Refuse a corpus in ``folder`` made from another tokenizer, world or PT run (or recording none): one line
     naming ``--replay-dir`` and the folder. Reads ``config.json`` only; nothing when the folder holds no corpus."""
@@ -89,13 +120,14 @@ def check_replay(folder: pathlib.Path, bundle, pt_folder: str | pathlib.Path) ->
         check_replay_dir(folder, replay_made_from(bundle, pt_folder), flag="--replay-dir")
 
 
-def ensure_replay(folder: pathlib.Path, model, bundle, cfg: ReplayConfig, made_from: dict | None = None
-                  ) -> ReplayCorpus:
+def ensure_replay(folder: pathlib.Path, model, bundle, cfg: ReplayConfig, made_from: dict | None = None,
+                  flag: str = "--replay-dir") -> ReplayCorpus:
     """The corpus in ``folder`` (built from the PT ``model`` on ``cpt_train`` when absent). ``made_from``
-    (:func:`replay_made_from`) is recorded in a new corpus; a corpus found in ``folder`` must record the same."""
+    (:func:`replay_made_from`) is recorded in a new corpus; a corpus found in ``folder`` must record the same
+    (else one line naming ``flag``, the option that chose the folder, and the folder)."""
     new = bundle.splits["cpt_train"]
     corpus = build_replay(model, new.docs(), bundle.tokenizer, cfg, budget_tokens=len(new.tokens),
-                          out_dir=folder, made_from=made_from, flag="--replay-dir")
+                          out_dir=folder, made_from=made_from, flag=flag)
     s = corpus.stats
     print(f"[replay {cfg.kind}] {s['num_prompts']} prompts ({s['num_unique_prompts']} distinct), "
           f"{s['num_candidates']} candidates, MinHash dropped {s['minhash_dropped']}, {s['num_sequences']} drawn "

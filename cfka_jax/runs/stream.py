@@ -20,7 +20,10 @@ Methods (one per stage, or one for all):
 * ``gpm``: the stage's data alone, updates projected off the layer bases of all earlier tasks
   (``continual/gpm.py``; the bases of PT are taken on the PT training data);
 * ``stoc`` / ``random`` / ``lamol``: a generative replay corpus sampled from the stage's start model with prompts
-  from the stage's data (``continual/replay.py``), mixed at 1 − α like real replay.
+  from the stage's data (``continual/replay.py``), mixed at 1 − α like real replay. The corpus (``<out>/stage<i>/
+  replay``) records what it was sampled from (``runs/replay.replay_made_from``: tokenizer, world, the identity and
+  step of the run the stage starts from, the PT run or stage i − 1); a resumed stage reuses only a corpus of the
+  same (else one line naming ``--out`` and the folder).
 
 Folders: ``<out>/stage<i>/`` are run folders (``runs/folder.py``: config, metrics.jsonl, checkpoints, params,
 final.json), resumed stage by stage (a finished stage is read back; a killed one resumes from its newest
@@ -53,7 +56,7 @@ from cfka_jax.runs.engine import train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.method import recipe_components
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup
-from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches, synthetic_replay_config
+from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches, replay_made_from, synthetic_replay_config
 from cfka_jax.runs.specs import ARCHS, PTSpec
 from cfka_jax.train.optim import DECAYS, REWARM, stage_optim
 from cfka_jax.train.step import master_params
@@ -186,8 +189,10 @@ def _stage_docs(spec: StreamSpec, bundle, tasks, stage: int, model, folder: RunF
         docs, stats = mix_replay(new, _old_docs(bundle, tasks, stage), spec.alpha, seed=spec.seed + stage)
     elif method in GENERATIVE:
         rcfg = synthetic_replay_config(method, bundle.config.seq_len, ReplaySwitches(), spec.seed + stage)
+        parent = spec.pt_folder if stage == 1 else _stage_folder(spec, stage - 1).path  # the start model's run
         corpus = build_replay(model, new, bundle.tokenizer, rcfg, budget_tokens=int(sum(map(len, new))),
-                              out_dir=folder.path / "replay")
+                              out_dir=folder.path / "replay", made_from=replay_made_from(bundle, parent),
+                              flag="--out")
         docs, stats = mix_replay(new, corpus.sequences, spec.alpha, seed=spec.seed + stage)
     else:
         return new, {}

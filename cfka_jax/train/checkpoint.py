@@ -21,6 +21,8 @@ training loop uses; a finished pre-training run exports its parameters alone wit
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import pathlib
 import shutil
@@ -116,6 +118,45 @@ def _check(path: pathlib.Path, stored: dict[Path, Any], target: dict[Path, jax.S
         raise CheckpointError("\n".join(lines))
 
 
+class _TidyLoop(asyncio.SelectorEventLoop):
+    """An event loop that, when closed, first lets its pending tasks finish and finalises its async generators
+    (``asyncio.run`` cancels the tasks and finalises the generators; orbax's ``asyncio_utils.run_sync`` does
+    neither).
+
+    Orbax reads every array of a checkpoint concurrently (``asyncio.gather``) in a fresh loop that it closes when
+    the gather returns. When one read fails (a damaged checkpoint), the sibling reads are left pending inside
+    ``async with limits.reserved_bytes(...)``, an async generator whose finaliser is bound to the closed loop; when
+    it is garbage-collected, the finaliser's ``call_soon_threadsafe`` raises "RuntimeError: Event loop is closed",
+    reported as an unraisable exception long after the error was handled. Closed this way, the reads still
+    running when the first one failed finish (their errors dropped: the first is raised), and the generators'
+    ``finally`` blocks run while the loop is open.
+    """
+
+    def close(self) -> None:
+        if not self.is_closed() and not self.is_running():
+            pending = [t for t in asyncio.all_tasks(self) if not t.done()]
+            if pending:  # awaited, not cancelled: the reads they wait on (tensorstore futures) end while we listen
+                self.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.run_until_complete(self.shutdown_asyncgens())
+        super().close()
+
+
+class _TidyPolicy(asyncio.DefaultEventLoopPolicy):
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        return _TidyLoop()
+
+
+@contextlib.contextmanager
+def _tidy_event_loops():
+    """Orbax's loops created inside are :class:`_TidyLoop` (the previous event loop policy is put back after)."""
+    previous = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(_TidyPolicy())
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(previous)
+
+
 def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ...] = ()) -> tuple[Any, int]:
     """Read a checkpoint written by :func:`save` into the structure of ``abstract``.
 
@@ -135,7 +176,7 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
     if not path.is_dir():
         raise CheckpointUnreadable(f"no checkpoint at {path}")
     try:
-        with ocp.StandardCheckpointer() as ckptr:
+        with _tidy_event_loops(), ocp.StandardCheckpointer() as ckptr:
             meta = ckptr.metadata(path).item_metadata.tree  # type: ignore[union-attr]
         stored = flatten_mapping(meta["state"])
     except Exception as e:  # orbax raises several types for unreadable folders
@@ -146,7 +187,8 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
     _check(path, stored, target, partial=bool(under))
     item = {"state": nest(target), "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=_default_sharding())}
     try:
-        restored = _read(path, item, partial=bool(under))
+        with _tidy_event_loops():  # a failed read leaves no pending task or async generator behind
+            restored = _read(path, item, partial=bool(under))
     except Exception as e:  # orbax/tensorstore raise several types for damaged array files
         raise CheckpointUnreadable(f"checkpoint {path} could not be read: {_first_line(e)}") from e
     values = flatten_mapping(restored["state"])

@@ -150,6 +150,69 @@ def test_invariants_on_a_bad_run_config_exits_2_naming_the_file(text, fragment, 
     assert _listing(tmp_path) == before
 
 
+def _truncate_arrays(ckpt) -> None:
+    """Every array file of an orbax checkpoint cut to a third (a disk fault after the write)."""
+    files = [p for p in ckpt.rglob("*") if p.is_file() and p.stat().st_size > 0 and "d" in p.parent.name]
+    assert files, f"no array files under {ckpt}"
+    for p in files:
+        p.write_bytes(p.read_bytes()[: p.stat().st_size // 3])
+
+
+def _garbage_metadata(ckpt) -> None:
+    files = list(ckpt.rglob("_METADATA"))
+    assert files, f"no _METADATA under {ckpt}"
+    for p in files:
+        p.write_bytes(bytes(range(256)) * 4)
+
+
+def _no_manifests(ckpt) -> None:
+    files = [p for p in ckpt.rglob("*") if p.is_file() and "manifest" in p.name]
+    assert files, f"no OCDBT manifest under {ckpt}"
+    for p in files:
+        p.unlink()
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """A smoke PT run folder with checkpoints at steps 6 and 12 (no final parameters), and its data cache."""
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from cfka_jax.data.pipeline import build_data
+    from cfka_jax.runs.biography import build_model
+    from cfka_jax.runs.folder import RunFolder
+    from cfka_jax.runs.specs import PTSpec
+    from cfka_jax.train.checkpoint import CheckpointDir
+    from cfka_jax.train.step import TrainState
+
+    root = tmp_path_factory.mktemp("invariants")
+    spec = PTSpec(preset="smoke", out=str(root / "run"), cache_dir=str(root / "data"), progress=False)
+    bundle = build_data(spec.scale.data_config(), root / "data")
+    RunFolder(root / "run").start(spec, spec.scale)
+    _, params, _ = nnx.split(build_model(spec.scale, "qwen", len(bundle.tokenizer), seed=0), nnx.Param, ...)
+    for step in (6, 12):
+        CheckpointDir(root / "run" / "checkpoints").save(step, TrainState(jax.tree.map(lambda x: x * 1.1, params),
+                                                                            (), np.int32(step)))
+    return root
+
+
+@pytest.mark.parametrize("damage", [_truncate_arrays, _garbage_metadata, _no_manifests],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_invariants_on_a_damaged_checkpoint_exits_2_naming_its_folder(damage, smoke_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(smoke_run / "run", run)
+    damage(run / "checkpoints" / "12")
+    before = _listing(tmp_path)
+    code, err = _cli(["invariants", str(run)], capsys)
+    lines = [line for line in err.splitlines() if line.startswith("cfka invariants")]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert f"checkpoint {run / 'checkpoints' / '12'} " in lines[0] and "remove that folder" in lines[0], err
+    assert _listing(tmp_path) == before  # no invariants/ folder, nothing rewritten
+
+
 def test_taalm_folder_with_a_torn_config_or_result_names_the_file(tmp_path, capsys):
     from cfka_jax.experiments import taalm_stages
 

@@ -78,6 +78,25 @@ def tables(out) -> dict:
     return res
 
 
+def state(out) -> dict:
+    """What a TAALM run resumes from, wall times excepted: φ's parameters (every leaf, as bytes), ``phi.json``,
+    ``metatrain.json`` (history, validation, best step), the selected LAMA-CKL sets and the tokenizer."""
+    import flax.nnx as nnx
+    import jax
+    import numpy as np
+
+    from cfka_jax.continual.taalm import load_phi
+
+    phi, _, meta = load_phi(out / "phi")
+    leaves = jax.tree_util.tree_leaves_with_path(nnx.state(phi, nnx.Param))
+    res = {f"phi/params{jax.tree_util.keystr(k)}": np.asarray(v).tobytes() for k, v in leaves}
+    res["phi/phi.json"] = meta
+    res["metatrain.json"] = _strip_wall(jsonio.read_json(out / "metatrain.json"))
+    for path in sorted(out.glob("lama_ckl/*")) + sorted(out.glob("tokenizer/*")):
+        res[str(path.relative_to(out))] = path.read_bytes()
+    return res
+
+
 ARGV = ["--preset", "smoke", "--methods", "Finetune,TAALM", "--twiki-methods", "Finetune", "--no-progress"]
 VICTIMS = ("metatrain.json", "phi/phi.json", "lama/taalm.json", "twiki/finetune.json", "table.json")
 
@@ -102,5 +121,10 @@ def test_taalm_killed_at_every_result_write_resumes_to_the_same_tables(tmp_path)
     ref, out = tmp_path / "ref", tmp_path / "killed"
     assert taalm.main([*ARGV, "--out", str(ref)]) == 0
     assert killed_chain(out) == [-signal.SIGKILL] * len(VICTIMS) + [0]
-    assert tables(out) == tables(ref)
+    got, want = {**tables(out), **state(out)}, {**tables(ref), **state(ref)}
+    assert sorted(got) == sorted(want)
+    differ = sorted(k for k in want if got[k] != want[k])
+    print(f"compared {len(want)} entries ({sum(k.startswith('phi/params') for k in want)} φ parameter arrays); "
+          f"differ: {differ or 'none'}", flush=True)
+    assert not differ
     assert not list(out.rglob("*.json")) or all(json.loads(p.read_text()) is not None for p in out.rglob("*.json"))

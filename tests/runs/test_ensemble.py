@@ -71,7 +71,8 @@ def test_a_killed_ensemble_resumes_to_the_uninterrupted_result(tmp_path):
     with pytest.raises(ValueError, match="no pt checkpoint"):
         re.load_checkpoint(ckpt, spec, bundle)
     graphdef, params_E, rest = re.split_members(re.ensemble_models(spec, len(bundle.tokenizer)))
-    re.train_members(spec, bundle, "pt", graphdef, rest, params_E, log=lambda _: None, ckpt_dir=ckpt, ckpt_every=5)
+    re.train_members(spec, bundle, "pt", graphdef, rest, params_E, log=lambda _: None, ckpt_dir=ckpt, ckpt_every=5,
+                     made_from=re.ensemble_made_from(bundle, "pt"))  # what pretrain_ensemble records and checks
     mid = re.load_checkpoint(ckpt, spec, bundle)  # the run left its step-10 checkpoint, as a killed run would
     assert int(mid.steps[-1]) == 10 and sorted(p.name for p in ckpt.iterdir()) == ["10", "progress-10.json"]
     resumed = re.pretrain_ensemble(spec, bundle, log=lambda _: None, ckpt_dir=ckpt)
