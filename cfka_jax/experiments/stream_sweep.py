@@ -33,6 +33,8 @@ CONFIGS = {
     "gpm-rewarm": dict(methods=("gpm",), rewarm="rewarm"),
     "gpm-frozenemb-rewarm": dict(methods=("gpm",), rewarm="rewarm", gpm_embeddings="frozen"),
     "stoc25-rewarm": dict(methods=("stoc",), alpha=0.75, rewarm="rewarm"),
+    "random25-rewarm": dict(methods=("random",), alpha=0.75, rewarm="rewarm"),
+    "lamol25-rewarm": dict(methods=("lamol",), alpha=0.75, rewarm="rewarm"),
 }
 """Name → the StreamSpec fields it sets (the rest: preset, steps, seed, folders from the command line)."""
 
