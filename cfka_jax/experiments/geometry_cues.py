@@ -9,8 +9,9 @@ both eval cues: canonical-format rate (greedy = one letter then EOS), P(A..D) an
 finding to test: the format loss is cue-specific, largest where the eval cue matches the train cue.
 
 Collision (§6.2, ``geometry/collision.py``) from the same base model: every response token of
-``collision_examples`` new-task examples in each train cue, one SGD step of η ∈ ``COLLISION_ETAS`` on that token
-alone (η = 1e-4 as the release, and a larger η at which whole-sequence changes exceed τ = 0.1), the teacher-forced
+``predict_examples / 10`` new-task examples in each train cue, one SGD step of η ∈ ``COLLISION_ETAS`` on that
+token alone (η = 1e-4 as the release, and 1e-3; at 1e-2 one token's step already costs the old items ~35 nats), the
+teacher-forced
 ``total_logp`` (all targets) of every old item in each eval cue before and after; per subject domain F_avg and
 F_ratio; the Spearman of each token's energy with its mean F_avg; the F_avg of the update example's own subject
 vs the other subjects.
@@ -35,7 +36,7 @@ from cfka_jax.jsonio import read_json_object
 from cfka_jax.experiments.geometry_common import _clean, markdown_table, write_json, write_markdown
 
 CUES = ("QA", "PR")
-COLLISION_ETAS = (1e-4, 1e-2)
+COLLISION_ETAS = (1e-4, 1e-3)
 COLLISION_TAU = 0.1
 
 
@@ -139,13 +140,12 @@ def _fmt_g(ms) -> str:
 
 def _body(cfg, s, summary, seeds) -> str:
     grid = summary["grid"]
-    rows = [["base (before the new task)", "—"] + [_fmt(summary["base"][c][k]) for c in CUES
-                                                    for k in ("canonical_rate", "content_acc")]]
-    rows += [[f"new task in {t}", _fmt(grid[t]["new_acc"])] + [_fmt(grid[t][c][k]) for c in CUES
-                                                             for k in ("canonical_rate", "content_acc")]
+    keys = ("canonical_rate", "choice_mass", "content_acc")
+    rows = [["base (before the new task)", "—"] + [_fmt(summary["base"][c][k]) for c in CUES for k in keys]]
+    rows += [[f"new task in {t}", _fmt(grid[t]["new_acc"])] + [_fmt(grid[t][c][k]) for c in CUES for k in keys]
              for t in CUES]
-    body = markdown_table(["train cue", "new-task acc", "canonical rate, eval QA", "content acc, eval QA",
-                           "canonical rate, eval PR", "content acc, eval PR"], rows)
+    body = markdown_table(["train cue", "new-task acc"] + [f"{k}, eval {c}" for c in CUES
+                                                           for k in ("canonical", "P(A..D)", "content")], rows)
     crow = []
     for key, c in summary["collision"].items():
         for eta in COLLISION_ETAS:
