@@ -114,3 +114,14 @@ def test_ewc_hook_is_anchored_at_the_base_model_and_follows_lora():
     assert wrapped.penalty is not hooks.penalty and methods.with_update(hooks, model, "full") is hooks
     _, lora_params, _ = nnx.split(lora_model, nnx.Param, ...)
     assert float(jax.jit(wrapped.penalty)(lora_params, hooks.penalty_args)) == 0.0  # B = 0: effective = θ*
+
+
+def test_stream_names_are_the_registry_stream_recipe():
+    from cfka_jax.runs.replay import GENERATIVE
+    from cfka_jax.runs.stream import STREAM_METHODS
+
+    assert set(STREAM_METHODS) == {"naive", "replay", "ewc", "gpm", *GENERATIVE}  # the names streams ran before
+    assert resolve("replay", "stream").mixes and resolve("gpm", "stream").optimizer == "gpm"
+    for name, recipe in (("rho1", "stream"), ("replay", "biography"), ("gpm", "corpus")):
+        with pytest.raises(ValueError, match=f"not available in the {recipe} recipe"):
+            resolve(name, recipe)
