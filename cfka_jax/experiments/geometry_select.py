@@ -106,6 +106,8 @@ class SelectConfig:
             raise ValueError(f"unknown scale {self.scale!r}; choose from {sorted(SCALES)}")
         if self.rule not in RULES:
             raise ValueError(f"--rule must be one of {RULES}, got {self.rule!r}")
+        if not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"--fraction must be in (0, 1], got {self.fraction}")
 
     @property
     def select_scale(self) -> SelectScale:
@@ -113,8 +115,6 @@ class SelectConfig:
         if self.rule == "map":
             return s
         return dataclasses.replace(s, task=dataclasses.replace(s.task, rule="permute", content_tokens=24))
-        if not 0.0 < self.fraction <= 1.0:
-            raise ValueError(f"fraction must be in (0, 1], got {self.fraction}")
 
 
 def _splits(task, s):
