@@ -21,13 +21,14 @@ def test_each_token_steps_from_the_base_and_first_order_is_the_gradient_product(
     out = collision.token_collisions(params, tokens, pos, probes, mask, net=net, etas=(eta,), chunk=2)
     assert out["delta"].shape == (1, 3, 5) and out["first_order"].shape == (3, 5)
     with jax.default_matmul_precision("highest"):
-        base = collision.probe_logp(params, probes, mask, net=net)
-        probe_grads = jax.jacrev(lambda p: collision.probe_logp(p, probes, mask, net=net))(params)
+        logp = jax.jit(lambda p: collision.probe_logp(p, probes, mask, net=net))  # compiled once, reused per token
+        token_grad = jax.jit(lambda p, t, q: jax.grad(collision._token_logp)(p, t, q, net=net))
+        base = logp(params)
+        probe_grads = jax.jit(jax.jacrev(logp))(params)
         for u in range(3):  # reference: one token at a time, by hand
-            g = jax.grad(collision._token_logp)(params, tokens[u], pos[u], net=net)
+            g = token_grad(params, tokens[u], pos[u])
             moved = jax.tree.map(lambda p, d: p + eta * d, params, g)
-            np.testing.assert_allclose(np.asarray(out["delta"][0, u]),
-                                       np.asarray(collision.probe_logp(moved, probes, mask, net=net) - base),
+            np.testing.assert_allclose(np.asarray(out["delta"][0, u]), np.asarray(logp(moved) - base),
                                        rtol=F32.model_rtol, atol=F32.model_atol)
             dot = sum(jnp.tensordot(jg, dg, axes=dg.ndim) for jg, dg in
                       zip(jax.tree.leaves(probe_grads), jax.tree.leaves(g)))
