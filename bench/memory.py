@@ -2,9 +2,14 @@
 
     python bench/memory.py [--shapes pythia-160m qwen2.5-0.5b qwen3-1.7b] [--updates full lora freeze]
                            [--batch 4] [--seq 256] [--opt-state-dtype float32|bfloat16] [--remat]
-                           [--loss-chunk ROWS] [--xla]
+                           [--loss-chunk ROWS] [--xla | --checkpoints]
 
 ``--xla`` prints, per shape, XLA's buffer assignment of the full-update train step instead (compiled, not run).
+``--checkpoints`` prints, per (shape, update), the bytes on disk of what a run's checkpoint holds (no step is run:
+the state is the one ``runs/engine.train_lm`` builds, written by the same calls): ``whole`` = the whole
+``TrainState`` (what every checkpoint held before frozen leaves were held), ``resumable`` = a checkpoint as
+``train_lm``'s loop writes it now (frozen leaves held: checksums, not values), ``params`` = the export a run
+finished with ``--final-checkpoint params`` keeps (``runs/folder.RunFolder.finish_checkpoints``).
 
 For each shape a random-init HF folder is written first (``config.json`` with the real model's sizes, bf16
 tensors in safetensors shards of <= 1 GB with an index, a small BPE tokenizer; built here from the family's key
@@ -296,6 +301,40 @@ def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dt
 # ------------------------------------------------------------------------------------------------ the parent
 
 
+def checkpoint_sizes(folder: str, update: str, opt_state_dtype: str) -> dict:
+    """Bytes on disk of the whole train state, of a resumable checkpoint and of the params-only export
+    (module docstring, ``--checkpoints``) of a bf16-compute run with ``update``."""
+    import flax.nnx as nnx
+    import jax.numpy as jnp
+
+    from cfka_jax.experiments.update_flags import updated_model
+    from cfka_jax.models import from_pretrained
+    from cfka_jax.runs.folder import RunFolder
+    from cfka_jax.train.checkpoint import CheckpointDir, frozen_paths, save
+    from cfka_jax.train.optim import OptimConfig, make_optimizer
+    from cfka_jax.train.step import init_state, master_params
+
+    model, trainable = updated_model(from_pretrained(folder, dtype=jnp.bfloat16), update, None, 128, 0)
+    params = master_params(nnx.split(model, nnx.Param, ...)[1])  # as train_lm: fp32 masters of every leaf
+    mask = trainable(params) if trainable is not None else None
+    state = init_state(params, make_optimizer(OptimConfig(warmup_steps=0, total_steps=1,
+                                                          state_dtype=opt_state_dtype), mask))
+    held = frozen_paths(params, mask) if mask is not None else ()
+
+    def size(path) -> float:
+        return sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file()) / GIB
+
+    with tempfile.TemporaryDirectory() as d:
+        whole = size(save(pathlib.Path(d, "whole"), state, step=1))
+        run = RunFolder(pathlib.Path(d, "run"))
+        ckpts = CheckpointDir(run.checkpoints)
+        ckpts.hold(tuple(("params", *p) for p in held))
+        resumable = size(ckpts.save(1, state))
+        run.finish_checkpoints("params", state.params, 1, held=held)
+        return {"whole_gib": whole, "resumable_gib": resumable, "params_gib": size(run.params_dir),
+                "checkpoints_left_gib": size(run.checkpoints)}
+
+
 def available_gib() -> float:
     with open("/proc/meminfo") as f:
         info = dict(line.split(":", 1) for line in f)
@@ -316,6 +355,8 @@ def main() -> None:
                     help="where the random-init model folders are written (reused)")
     ap.add_argument("--big-free-gib", type=float, default=14.0)
     ap.add_argument("--xla", action="store_true", help="only XLA's buffer sizes of the full-update step per shape")
+    ap.add_argument("--checkpoints", action="store_true",
+                    help="only the bytes on disk of a run's checkpoint and params export per (shape, update)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--shape", help=argparse.SUPPRESS)
     ap.add_argument("--update", help=argparse.SUPPRESS)
@@ -331,6 +372,13 @@ def main() -> None:
             continue
         folder = pathlib.Path(args.folders) / shape
         build_in_child(shape, folder)
+        if args.checkpoints:
+            for update in args.updates:
+                row = {"shape": shape, "update": update, "opt_state_dtype": args.opt_state_dtype,
+                       **checkpoint_sizes(str(folder), update, args.opt_state_dtype)}
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+            continue
         if args.xla:
             row = {"shape": shape, "remat": args.remat, "loss_chunk": args.loss_chunk,
                    **xla_analysis(str(folder), batch=args.batch, seq=args.seq, remat=args.remat,

@@ -2,13 +2,15 @@
 
     <run>/config.json      {"run": the run spec, "preset": the preset}   written before training
     <run>/metrics.jsonl    train and eval records (``train/loop.MetricsLog``)
-    <run>/checkpoints/     numbered TrainState checkpoints (``train/checkpoint.CheckpointDir``)
-    <run>/params/          the final parameters alone (a finished pre-training run; what CPT starts from)
+    <run>/checkpoints/     numbered TrainState checkpoints (``train/checkpoint.CheckpointDir``; frozen leaves held,
+                           not stored: ``held.json``); after ``--final-checkpoint params|none`` only ``finished.json``
+    <run>/params/          the final parameters alone (a finished pre-training run, what CPT starts from; or any
+                           run finished with ``--final-checkpoint params``)
     <run>/final.json       the final metrics, written last: its presence marks a finished run
 
 A folder that already holds a run is only resumed by the *same* run: :meth:`RunFolder.start` compares the stored
 config with the new one and refuses, naming every differing field, unless they agree on everything that can
-change a result (``progress``, ``out``, ``cache_dir`` and ``mesh`` may differ). A field the stored config lacks
+change a result (``progress``, ``out``, ``cache_dir``, ``mesh`` and ``final_checkpoint`` may differ). A field the stored config lacks
 matches ``None`` (an option added to the specs after that run was made, left unset). Nothing is written on refusal.
 """
 
@@ -26,7 +28,7 @@ from cfka_jax import jsonio
 from cfka_jax.train.checkpoint import CheckpointDir, CheckpointError, restore, save
 from cfka_jax.train.loop import MetricsLog
 
-IGNORED = ("progress", "out", "cache_dir", "mesh")
+IGNORED = ("progress", "out", "cache_dir", "mesh", "final_checkpoint")
 """Run-spec fields that do not change what a run computes (a run may be resumed with other values; a run resumed on
 another mesh restores its checkpoint onto the new placement)."""
 
@@ -133,9 +135,18 @@ class RunFolder:
             return
         jsonio.write_json_atomic(self.path / "final.json", final, indent=1)
 
-    def save_params(self, params: Any, step: int) -> None:
-        """Export the final parameters alone (``params/``), e.g. of a finished pre-training run."""
-        save(self.params_dir, params, step=step, force=True)
+    def save_params(self, params: Any, step: int, held: tuple = ()) -> None:
+        """Export the final parameters alone (``params/``), e.g. of a finished pre-training run; the leaves at the
+        key paths ``held`` (frozen, re-created from the source model) are not stored (``train/checkpoint.save``)."""
+        save(self.params_dir, params, step=step, force=True, held=held)
+
+    def finish_checkpoints(self, keep: str, params: Any, step: int, held: tuple = ()) -> None:
+        """What the finished run keeps (``--final-checkpoint``, ``train/checkpoint.FINAL_CHECKPOINTS``): ``full``
+        changes nothing; ``params`` exports ``params`` (:meth:`save_params`) and then deletes the numbered
+        checkpoints; ``none`` deletes them. After either, resuming the folder is refused with one line naming it."""
+        if keep == "params":
+            self.save_params(params, step, held=held)
+        CheckpointDir(self.checkpoints).finish(keep, step)
 
     def load_params(self, abstract: Any) -> tuple[Any, int]:
         """``(params, step)`` exported by :meth:`save_params`, restored into the structure of ``abstract``.
@@ -154,10 +165,15 @@ class RunFolder:
     def checkpoint_params(self, abstract: Any) -> tuple[Any, int]:
         """``(params, step)`` of the newest intact training checkpoint (its ``params`` subtree only).
 
+        A run finished with ``--final-checkpoint params`` has no checkpoint left: its ``params/`` export is read.
+
         Raises:
           RunFolderError: no checkpoint; CheckpointError: of another structure.
         """
-        found = CheckpointDir(self.checkpoints).restore_latest(abstract, under=("params",))
+        ckpts = CheckpointDir(self.checkpoints)
+        found = ckpts.restore_latest(abstract, under=("params",))
+        if found is None and (ckpts.finished() or {}).get("final_checkpoint") == "params":
+            return self.load_params(abstract)
         if found is None:
             raise RunFolderError(f"{self.checkpoints}: no checkpoint")
         return found

@@ -17,6 +17,17 @@ checkpoint raises :class:`CheckpointError` naming the path and every missing, un
 (``<dir>/<step>/``, the newest ``keep``), restores the newest *intact* one (falling back past unreadable ones with
 a warning; a checkpoint that is readable but of another structure is an error, never skipped) and is what the
 training loop uses; a finished pre-training run exports its parameters alone with :func:`save` (``params/``).
+
+What a checkpoint holds is what resuming needs and no more. Leaves a run never changes and re-creates from its
+source when it starts (the frozen base weights under LoRA or ``--update freeze``, already in the ``--model``
+folder) are *held*: :func:`save` with ``held=paths`` stores, in place of each, a 2-word checksum of its bits
+(:func:`checksums`), and :func:`restore` takes their values from the (concrete) target, refusing when the
+checksums differ (the source changed) or the target is abstract. :meth:`CheckpointDir.hold` names those paths for
+a run's checkpoints (``<dir>/held.json``, written by ``runs/engine.train_lm`` from the trainable mask). A finished
+run may keep less (:data:`FINAL_CHECKPOINTS`, ``--final-checkpoint``): :meth:`CheckpointDir.finish` deletes the
+numbered checkpoints and leaves ``<dir>/finished.json``, after which a full restore (a resume) is refused with one
+line naming the folder, while reading the parameters (``under=("params",)``) finds no checkpoint and the run
+folder falls back to its ``params/`` export (``runs/folder.RunFolder.checkpoint_params``).
 """
 
 from __future__ import annotations
@@ -35,9 +46,15 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from cfka_jax import jsonio
 from cfka_jax.trees import flatten_mapping, nest
 
 Path = tuple[str, ...]
+
+FINAL_CHECKPOINTS = ("full", "params", "none")
+"""What a finished run keeps (``--final-checkpoint``): ``full`` its numbered checkpoints (the run can be resumed or
+extended), ``params`` the final parameters alone (``<run>/params/``, trained leaves only where some are held),
+``none`` nothing (the metrics and ``final.json`` stay)."""
 
 
 class CheckpointError(ValueError):
@@ -89,12 +106,58 @@ def _storable(leaf: Any) -> Any:
     return jax.random.key_data(leaf) if _is_key(leaf) else leaf
 
 
-def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = False) -> pathlib.Path:
+def frozen_paths(params: Any, mask: Any, prefix: Path = ()) -> tuple[Path, ...]:
+    """The key paths of the leaves of ``params`` (as checkpoints name them, after ``prefix``) whose boolean in
+    ``mask`` (a trainable mask, one bool per leaf in the same order) is False: the frozen leaves."""
+    _, _, order = _flatten(params)
+    return tuple(prefix + p for p, m in zip(order, jax.tree.leaves(mask), strict=True) if not bool(m))
+
+
+def _words(x: jax.Array) -> jax.Array:
+    """The bits of ``x`` as a flat uint32 vector (8-byte items as two words, smaller items zero-extended)."""
+    if x.dtype == jnp.bool_:
+        return x.astype(jnp.uint32).ravel()
+    size = np.dtype(x.dtype).itemsize
+    if size in (4, 8):
+        return jax.lax.bitcast_convert_type(x, jnp.uint32).ravel()
+    unsigned = {1: jnp.uint8, 2: jnp.uint16}[size]
+    return jax.lax.bitcast_convert_type(x, unsigned).astype(jnp.uint32).ravel()
+
+
+@jax.jit
+def _checksums(leaves: list) -> list:
+    out = []
+    for x in leaves:
+        w = _words(x)
+        i = jax.lax.iota(jnp.uint32, w.size) + jnp.uint32(1)
+        out.append(jnp.stack([jnp.sum(w, dtype=jnp.uint32), jnp.sum(w * i, dtype=jnp.uint32)]))
+    return out
+
+
+def checksums(leaves: list) -> list[np.ndarray]:
+    """Per leaf, ``[Σ w_i, Σ i·w_i] mod 2³²`` over its bit words w_1..w_n (uint32[2]): any change of one value, or
+    a swap of two, changes it (not a cryptographic hash; it guards against resuming with another source's
+    frozen weights). Exact integer sums, so the same on any device or sharding."""
+    return [np.asarray(c) for c in _checksums([_storable(x) for x in leaves])] if leaves else []
+
+
+def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = False,
+         held: tuple[Path, ...] = ()) -> pathlib.Path:
     """Write ``tree`` (any pytree of arrays) and ``step`` to ``directory`` (created; must not exist unless
-    ``force``). Returns the absolute path. Blocks until the write has finished."""
+    ``force``). Returns the absolute path. Blocks until the write has finished.
+
+    ``held``: key paths of leaves *not* stored (module docstring); their checksums are stored instead, and
+    :func:`restore` takes them from its target."""
     path = pathlib.Path(directory).absolute()
     flat, _, _ = _flatten(tree)
-    item = {"state": nest({p: _storable(v) for p, v in flat.items()}), "step": jnp.asarray(step, jnp.int32)}
+    held = tuple(tuple(p) for p in held)
+    unknown = sorted(".".join(p) for p in held if p not in flat)
+    if unknown:
+        raise CheckpointError(f"checkpoint {path}: held paths that are not leaves of the tree: {unknown[:5]}")
+    item = {"state": nest({p: _storable(v) for p, v in flat.items() if p not in set(held)}),
+            "step": jnp.asarray(step, jnp.int32)}
+    if held:
+        item["held"] = nest(dict(zip(held, checksums([flat[p] for p in held]), strict=True)))
     with ocp.StandardCheckpointer() as ckptr:  # closed on exit: no async thread or event loop outlives the write
         ckptr.save(path, item, force=force)
         ckptr.wait_until_finished()
@@ -102,9 +165,9 @@ def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = Fa
 
 
 def _check(path: pathlib.Path, stored: dict[Path, Any], target: dict[Path, jax.ShapeDtypeStruct],
-           partial: bool = False) -> None:
-    missing = sorted(".".join(p) for p in target if p not in stored)
-    unexpected = [] if partial else sorted(".".join(p) for p in stored if p not in target)
+           partial: bool = False, held: frozenset = frozenset()) -> None:
+    missing = sorted(".".join(p) for p in target if p not in stored and p not in held)
+    unexpected = [] if partial else sorted(".".join(p) for p in (*stored, *held) if p not in target)
     mismatched = [
         f"{'.'.join(p)}: stored {tuple(stored[p].shape)} {stored[p].dtype}, expected {t.shape} {t.dtype}"
         for p, t in target.items()
@@ -168,9 +231,12 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
     Returns:
         ``(tree, step)`` with ``tree`` structured like ``abstract``.
 
+    Leaves the checkpoint holds (``save(..., held=...)``) are taken from ``abstract``, which must then hold their
+    values, equal (by checksum) to those the checkpoint was written with.
+
     Raises:
         CheckpointError: no checkpoint at the path, an unreadable one, or entries that are missing, unexpected
-            or of the wrong shape/dtype (all listed).
+            or of the wrong shape/dtype (all listed); held leaves given abstractly or with other values.
     """
     path = pathlib.Path(directory).absolute()
     if not path.is_dir():
@@ -179,23 +245,42 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
         with _tidy_event_loops(), ocp.StandardCheckpointer() as ckptr:
             meta = ckptr.metadata(path).item_metadata.tree  # type: ignore[union-attr]
         stored = flatten_mapping(meta["state"])
+        stored_held = frozenset(flatten_mapping(meta["held"])) if "held" in meta else frozenset()
     except Exception as e:  # orbax raises several types for unreadable folders
         raise CheckpointUnreadable(f"checkpoint {path} is malformed or unreadable: {_first_line(e)}") from e
     flat, treedef, order = _flatten(abstract)
     target = {under + p: _abstract(jax.eval_shape(_storable, leaf) if _is_key(leaf) else leaf)
               for p, leaf in flat.items()}
-    _check(path, stored, target, partial=bool(under))
-    item = {"state": nest(target), "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=_default_sharding())}
+    held = sorted(q for q in target if q in stored_held and q not in stored)
+    _check(path, stored, target, partial=bool(under), held=stored_held if not under else frozenset(held))
+    given = {q: flat[q[len(under):]] for q in held}
+    abstract_held = [".".join(q) for q, v in given.items() if isinstance(v, jax.ShapeDtypeStruct)]
+    if abstract_held:
+        raise CheckpointError(f"checkpoint {path} does not store {len(abstract_held)} frozen leaves (held by the "
+                              f"run's source model, e.g. {abstract_held[0]}); restore it into a state that holds "
+                              f"their values, not an abstract one")
+    word2 = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=_default_sharding())
+    item = {"state": nest({q: t for q, t in target.items() if q not in given}),
+            "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=_default_sharding())}
+    if held:
+        item["held"] = nest({q: word2 for q in held})
     try:
         with _tidy_event_loops():  # a failed read leaves no pending task or async generator behind
             restored = _read(path, item, partial=bool(under))
     except Exception as e:  # orbax/tensorstore raise several types for damaged array files
         raise CheckpointUnreadable(f"checkpoint {path} could not be read: {_first_line(e)}") from e
-    values = flatten_mapping(restored["state"])
-    leaves = [
-        jax.random.wrap_key_data(values[under + p], impl=_key_impl(flat[p])) if _is_key(flat[p]) else values[under + p]
-        for p in order
-    ]
+    if held:
+        want = flatten_mapping(restored["held"])
+        got = dict(zip(held, checksums([given[q] for q in held]), strict=True))
+        changed = [".".join(q) for q in held if not np.array_equal(np.asarray(want[q]), got[q])]
+        if changed:
+            raise CheckpointError(f"checkpoint {path}: {len(changed)} frozen leaves it does not store (held by the "
+                                  f"run's source model, e.g. {changed[0]}) differ from the values given for them; "
+                                  f"the source model changed since the checkpoint was written")
+    values = {**flatten_mapping(restored["state"]), **given}
+    leaves = [values[under + p] if under + p in given else
+              jax.random.wrap_key_data(values[under + p], impl=_key_impl(flat[p])) if _is_key(flat[p])
+              else values[under + p] for p in order]
     return jax.tree_util.tree_unflatten(treedef, leaves), int(restored["step"])
 
 
@@ -257,10 +342,58 @@ class CheckpointDir:
     kept. A write goes to a temporary folder that orbax renames when complete, so a killed write leaves no
     numbered folder behind."""
 
+    HELD, FINISHED = "held.json", "finished.json"
+
     def __init__(self, directory: str | os.PathLike, keep: int = 2):
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         self.directory, self.keep = pathlib.Path(directory).absolute(), keep
+
+    def hold(self, paths: tuple[Path, ...]) -> None:
+        """Leave the leaves at ``paths`` out of this run's checkpoints from now on (``<dir>/held.json``; module
+        docstring); ``()`` removes the file. Checkpoints already written keep what they hold."""
+        file = self.directory / self.HELD
+        if jax.process_index() != 0 or (not paths and not file.exists()):
+            return
+        if not paths:
+            file.unlink()
+            return
+        if self.held() != tuple(tuple(p) for p in paths):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            jsonio.write_json_atomic(file, [list(p) for p in paths])
+
+    def held(self) -> tuple[Path, ...]:
+        """The key paths :meth:`hold` named (``()`` when none)."""
+        file = self.directory / self.HELD
+        if not file.exists():
+            return ()
+        try:
+            return tuple(tuple(p) for p in jsonio.read_json(file))
+        except (ValueError, TypeError) as err:
+            raise CheckpointError(f"{file}: not a list of key paths ({err})") from None
+
+    def finished(self) -> dict | None:
+        """``{"step", "final_checkpoint"}`` left by :meth:`finish`, or None."""
+        file = self.directory / self.FINISHED
+        if not file.exists():
+            return None
+        try:
+            return jsonio.read_json_object(file, "a JSON object")
+        except ValueError as err:
+            raise CheckpointError(str(err)) from None
+
+    def finish(self, keep: str, step: int) -> None:
+        """A finished run keeps ``keep`` (:data:`FINAL_CHECKPOINTS`): for ``params`` / ``none`` the numbered
+        checkpoints are deleted after ``finished.json`` records it (the ``params/`` export is the caller's)."""
+        if keep not in FINAL_CHECKPOINTS:
+            raise ValueError(f"--final-checkpoint must be one of {FINAL_CHECKPOINTS}, got {keep!r}")
+        if keep == "full":
+            return
+        if jax.process_index() == 0:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            jsonio.write_json_atomic(self.directory / self.FINISHED, {"step": int(step), "final_checkpoint": keep})
+        for old in self.steps():
+            shutil.rmtree(self.directory / str(old), ignore_errors=True)
 
     def steps(self) -> list[int]:
         """Steps of the complete checkpoints, ascending."""
@@ -274,7 +407,7 @@ class CheckpointDir:
 
     def save(self, step: int, tree: Any) -> pathlib.Path:
         """Write ``tree`` at ``step`` (replacing an existing checkpoint of that step), then prune old ones."""
-        path = save(self.directory / str(step), tree, step=step, force=True)
+        path = save(self.directory / str(step), tree, step=step, force=True, held=self.held())
         for old in self.steps()[:-self.keep]:
             shutil.rmtree(self.directory / str(old), ignore_errors=True)
         return path
@@ -286,8 +419,14 @@ class CheckpointDir:
 
         Raises:
           CheckpointError: a readable checkpoint of another structure (named, with every difference), or every
-            checkpoint unreadable.
+            checkpoint unreadable; a full restore (no ``under``) of a run that :meth:`finish` left without one.
         """
+        done = self.finished()
+        if done is not None and not under:
+            kept = "its final parameters only (params/)" if done.get("final_checkpoint") == "params" else "nothing"
+            raise CheckpointError(f"{self.directory}: the run finished at step {done.get('step')} with "
+                                  f"--final-checkpoint {done.get('final_checkpoint')} and kept {kept}, no "
+                                  f"resumable state; train into another --out")
         steps, damaged = self.steps(), []
         for step in reversed(steps):
             try:
