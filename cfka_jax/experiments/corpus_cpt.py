@@ -50,14 +50,15 @@ from cfka_jax.eval.sets import combine, named_sets
 from cfka_jax.continual.replay import build_replay, check_replay_dir
 from cfka_jax.cli_gen import Flags
 from cfka_jax.models import from_pretrained, load_tokenizer
-from cfka_jax.runs.engine import finish_run, train_lm
+from cfka_jax.runs.engine import check_run_options, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
-from cfka_jax.runs.methods import train_hooks, with_update
+from cfka_jax.runs.methods import optimizer_core, train_hooks, with_update
 from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
 from cfka_jax.runs.replay import model_replay_made_from, real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES, UPDATES
+from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS
 from cfka_jax.train.optim import STATE_DTYPES
 from cfka_jax.train.step import make_eval_logits
 from cfka_jax.experiments.update_flags import PretrainedRunFields, check_freeze_layers, updated_model
@@ -98,9 +99,12 @@ class CorpusCPTConfig(PretrainedRunFields):
     ewc_fisher: str | None = None
     remat: bool | None = None
     opt_state_dtype: str | None = None
+    loss_chunk: int | None = None
+    final_checkpoint: str = "full"
 
     def __post_init__(self):
         super().__post_init__()
+        check_run_options(self.loss_chunk, self.final_checkpoint)
         if self.opt_state_dtype is not None and self.opt_state_dtype not in STATE_DTYPES:
             raise ValueError(f"--opt-state-dtype must be one of {tuple(STATE_DTYPES)}, got {self.opt_state_dtype!r}")
         if not self.data:
@@ -124,6 +128,9 @@ class CorpusCPTConfig(PretrainedRunFields):
                              f"{self.heldout_max_docs}")
         CorpusConfig(text_field=self.text_field, max_length=self.max_length or 2, overflow=self.overflow)
         self.scale  # noqa: B018 (validates the overrides)
+        if self.resolved.optimizer != "adamw" and self.opt_state_dtype not in (None, "float32"):
+            raise ValueError(f"--opt-state-dtype {self.opt_state_dtype} stores AdamW's moments; --method "
+                             f"{self.method!r} trains with {self.resolved.optimizer}, whose state stays float32")
 
     @property
     def resolved(self) -> Method:
@@ -220,7 +227,9 @@ def run(cfg: CorpusCPTConfig) -> dict:
     opt = dataclasses.replace(p.cpt.optim(), state_dtype=cfg.opt_state_dtype or "float32")
     trained = train_lm(model, hooks.batch_at, opt=opt, loop=p.cpt.loop(progress=cfg.progress),
                        folder=folder, evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable,
-                       mesh=mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn)
+                       mesh=mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
+                       loss_chunk=cfg.loss_chunk, final_checkpoint=cfg.final_checkpoint,
+                   optimizer=optimizer_core(method, opt))
     extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update,
              "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
              "corpus": corpus_stats}
@@ -261,7 +270,7 @@ FLAGS = Flags(
     spaced=("data", "mc", "domain_subjects", "mc_original", "mc_domain", "mc_dev"),
     choices={"preset": lambda: sorted(CORPUS), "dtype": lambda: sorted(DTYPES), "update": lambda: UPDATES,
              "ewc_fisher": lambda: ["code", "per_example"], "overflow": lambda: ["split", "truncate"],
-             "opt_state_dtype": lambda: sorted(STATE_DTYPES)},
+             "opt_state_dtype": lambda: sorted(STATE_DTYPES), "final_checkpoint": lambda: FINAL_CHECKPOINTS},
     metavars={"data": "FILE", "model": "HF_DIR", "out": "DIR"},
     help={"data": ".txt/.jsonl/.parquet files or folders of them",
           "model": "local HF folder: config.json, safetensors, tokenizer", "out": "run folder",
@@ -288,6 +297,10 @@ FLAGS = Flags(
           "remat_on": "rematerialise each block in the backward pass (less activation memory, one more forward "
                       "per block)",
           "opt_state_dtype": "storage dtype of the AdamW moments (bfloat16: 4 bytes per trained parameter, not 8)",
+          "loss_chunk": "next-token NLL from the final hidden states, this many predicting rows at a time (no "
+                        "batch x seq x vocab logits; the same loss up to float rounding; default: full logits)",
+          "final_checkpoint": "what the finished run keeps: its resumable checkpoints, the final parameters alone "
+                              "(params/; trained leaves only under LoRA/freeze), or nothing",
           **{flag: f"preset override of {field}" for flag, field in OVERRIDES.items()}})
 """The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
 

@@ -39,14 +39,16 @@ from cfka_jax.data.mixing import mix_replay
 from cfka_jax.eval.fluency import MODES as FLUENCY_MODES
 from cfka_jax.eval.fluency import fluency_evaluator, fluency_layout
 from cfka_jax.models import from_pretrained, load_tokenizer
-from cfka_jax.runs.engine import finish_run, train_lm
+from cfka_jax.runs.engine import check_run_options, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
-from cfka_jax.runs.methods import train_hooks, with_update
+from cfka_jax.runs.methods import optimizer_core, train_hooks, with_update
 from cfka_jax.runs.presets import KNOWEDIT, Preset, lookup, override
 from cfka_jax.runs.replay import model_replay_made_from, real_replay_config
 from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES, UPDATES
+from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS
+from cfka_jax.train.optim import STATE_DTYPES
 from cfka_jax.experiments.update_flags import PretrainedRunFields, check_freeze_layers, updated_model
 
 METHODS = ("naive", "lamol", "stoc")
@@ -85,9 +87,16 @@ class KnowEditRun(PretrainedRunFields):
     aug_align: str = "per_truth"
     fluency_mode: str = "packed"
     eval_stride: int = 1
+    remat: bool | None = None
+    opt_state_dtype: str | None = None
+    loss_chunk: int | None = None
+    final_checkpoint: str = "full"
 
     def __post_init__(self):
         super().__post_init__()
+        check_run_options(self.loss_chunk, self.final_checkpoint)
+        if self.opt_state_dtype is not None and self.opt_state_dtype not in STATE_DTYPES:
+            raise ValueError(f"--opt-state-dtype must be one of {tuple(STATE_DTYPES)}, got {self.opt_state_dtype!r}")
         ke.KnowEditConfig(self.kind, self.wrap_strings, self.aug_align)  # validates those three
         if self.mixing not in MIXING_RULES:
             raise ValueError(f"--mixing must be one of {sorted(MIXING_RULES)}, got {self.mixing!r}")
@@ -98,6 +107,9 @@ class KnowEditRun(PretrainedRunFields):
                 self.resolved(name)
             except ValueError as e:
                 raise ValueError(f"--methods {name!r}: {e}") from e
+            if self.resolved(name).optimizer != "adamw" and self.opt_state_dtype not in (None, "float32"):
+                raise ValueError(f"--opt-state-dtype {self.opt_state_dtype} stores AdamW's moments; --methods "
+                                 f"{name!r} trains with {self.resolved(name).optimizer}, whose state stays float32")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
         lookup(KNOWEDIT, self.preset, "KnowEdit")
@@ -180,7 +192,7 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
         docs, mixture = mix_replay(data.new_docs, replay[resolved.replay], cfg.alpha, rule=MIXING_RULES[cfg.mixing],
                                    seed=cfg.seed)
     batcher = EpochBatcher(docs, seq_len=p.seq_len, eos_id=data.eos_id, batch_size=p.cpt.batch, seed=cfg.seed + 1)
-    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32)
+    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat))
     check_freeze_layers(model, cfg.freeze_layers)
     hooks = train_hooks(resolved, model, batcher, compute_dtype=DTYPES[cfg.dtype])  # from the base model
     model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
@@ -188,9 +200,12 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
     mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
     factory = lambda g, r: fluency_evaluator(g, r, layouts, batch_size=p.eval_batch,  # noqa: E731
                                              stride=cfg.eval_stride, compute_dtype=DTYPES[cfg.dtype])
-    run = train_lm(model, hooks.batch_at, opt=p.cpt.optim(), loop=p.cpt.loop(progress=cfg.progress), folder=folder,
+    opt = dataclasses.replace(p.cpt.optim(), state_dtype=cfg.opt_state_dtype or "float32")
+    run = train_lm(model, hooks.batch_at, opt=opt, loop=p.cpt.loop(progress=cfg.progress), folder=folder,
                    evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable, mesh=mesh,
-                   penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn)
+                   penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
+                   loss_chunk=cfg.loss_chunk, final_checkpoint=cfg.final_checkpoint,
+                   optimizer=optimizer_core(resolved, opt))
     extra = {"method": method, "alpha": cfg.alpha if resolved.mixes else None, "update": cfg.update,
              "train_docs": len(docs),
              "new_docs": len(data.new_docs), "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mixture}
@@ -230,7 +245,8 @@ FLAGS = Flags(
     KnowEditRun, prog="cfka knowedit", description=__doc__.split("\n\n")[0],
     choices={"mixing": lambda: sorted(MIXING_RULES), "preset": lambda: sorted(KNOWEDIT), "kind": lambda: ke.KINDS,
              "aug_align": lambda: ke.ALIGNS, "fluency_mode": lambda: FLUENCY_MODES, "dtype": lambda: sorted(DTYPES),
-             "update": lambda: UPDATES},
+             "update": lambda: UPDATES, "opt_state_dtype": lambda: sorted(STATE_DTYPES),
+             "final_checkpoint": lambda: FINAL_CHECKPOINTS},
     metavars={"data": "FILE", "model": "HF_DIR", "out": "DIR", "methods": "METHOD,...", "augmentation": "FILE"},
     help={"data": "KnowEdit test.json (ZsRE, WikiBio or Wiki_recent)",
           "model": "local HF folder: config.json, safetensors, tokenizer",
@@ -252,7 +268,15 @@ FLAGS = Flags(
           "update": "which weights train (spec §4.4, §4.6)",
           "freeze_layers": "--update freeze: blocks frozen after the embedding (default: half of the model's)",
           "lora_rank": "--update lora: adapter rank (alpha = 2 x rank)",
-          "mesh": "shard the run over devices, e.g. data=2,fsdp=4 or auto"})
+          "mesh": "shard the run over devices, e.g. data=2,fsdp=4 or auto",
+          "remat": "True: rematerialise each block in the backward pass (less activation memory, one more forward "
+                   "per block; default: off)",
+          "opt_state_dtype": "storage dtype of the AdamW moments (bfloat16: 4 bytes per trained parameter, not 8; "
+                             "default: float32)",
+          "loss_chunk": "next-token NLL from the final hidden states, this many predicting rows at a time (no "
+                        "batch x seq x vocab logits; the same loss up to float rounding; default: full logits)",
+          "final_checkpoint": "what each finished run keeps: its resumable checkpoints, the final parameters alone "
+                              "(params/; trained leaves only under LoRA/freeze), or nothing"})
 """The command line generated from :class:`KnowEditRun` (``cfka_jax/cli_gen.py``)."""
 
 

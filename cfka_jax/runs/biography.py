@@ -170,10 +170,12 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     fta = _fta_factory(bundle, {"Original": "pt_test", "Continual": "cpt_test"}, spec.dtype, p.eval_batch)
     extra = {**methods.objective_evaluators(spec, bundle), **(extra_evaluators or {})}
     factory = lambda g, r: combine(fta(g, r), *(f(g, r) for f in extra.values()))  # noqa: E731
-    run = train_lm(model, lambda t: add_weights(batcher(t)), opt=p.cpt.optim(),
+    opt = p.cpt.optim()
+    run = train_lm(model, lambda t: add_weights(batcher(t)), opt=opt,
                    loop=p.cpt.loop(progress=spec.progress), folder=folder, evaluate_factory=factory,
                    penalty=penalty, penalty_args=penalty_args, loss_fn=loss_fn or objective,
-                   trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=_mesh(spec.mesh))
+                   trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=_mesh(spec.mesh),
+                   optimizer=methods.optimizer_core(method, opt))
     em = _em(run, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, spec.seed, spec.dtype)
     return finish_run(folder, factory(run.graphdef, run.rest), run,
                       {"epochs": p.cpt.steps / batcher.steps_per_epoch, **em, **replay_stats})

@@ -21,7 +21,9 @@ from flax import nnx
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.train.loop import LoopConfig, run_loop
 from cfka_jax.train.optim import OptimConfig, make_optimizer
-from cfka_jax.train.step import TrainState, init_state, make_train_step, master_params, token_nll_loss
+from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS, CheckpointDir, frozen_paths
+from cfka_jax.train.step import (TrainState, chunked_token_nll_loss, init_state, make_train_step, master_params,
+                                 token_nll_loss)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +34,8 @@ class TrainedRun:
     graphdef: Any
     rest: Any
     history: list[dict]
+    final_checkpoint: str = "full"
+    held: tuple = ()  # key paths of the frozen parameters (not stored in checkpoints; re-created from the source)
 
     @property
     def params(self):
@@ -69,7 +73,8 @@ class RunResult:
 def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimConfig, loop: LoopConfig,
              folder: RunFolder, evaluate_factory: Callable | None = None, penalty=None, penalty_args=None,
              loss_fn=token_nll_loss, trainable=None, compute_dtype=None, mesh=None, post_update=None,
-             on_record=None) -> TrainedRun:
+             on_record=None, loss_chunk: int | None = None, final_checkpoint: str = "full",
+             optimizer=None) -> TrainedRun:
     """Trains ``model`` (resuming from ``folder``'s checkpoints) and returns the run in memory.
 
     Args:
@@ -88,12 +93,25 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
         (``parallel/rules.py``), batch rows are split over ``data`` × ``fsdp``; None runs on one device.
       post_update: an optax transformation applied to the AdamW update (GPM's projection), or None.
       on_record: called with every new metrics record (``train/loop.run_loop``; e.g. ``train/tracking.py``).
+      loss_chunk: compute the default NLL ``loss_fn`` from the final hidden states, ``loss_chunk`` predicting
+        rows at a time (:func:`with_loss_chunk`; no ``B × S × V`` logits), or None.
+      final_checkpoint: what :func:`finish_run` keeps of the checkpoints (``train/checkpoint.FINAL_CHECKPOINTS``).
+      optimizer: a transformation in place of AdamW (the method's optimiser hook, ``runs/methods.optimizer_core``:
+        RecAdam), clipped and masked like AdamW (``train/optim.make_optimizer``'s ``core``), or None (AdamW).
+
+    The checkpoints hold the ``TrainState`` minus the frozen parameters (``trainable`` False: the run never
+    changes them and re-creates them from ``model`` when it resumes; ``train/checkpoint.CheckpointDir.hold``).
     """
+    check_run_options(loss_chunk, final_checkpoint)
+    loss_fn = with_loss_chunk(loss_fn, loss_chunk)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     params = jax.tree.map(jnp.copy, params)  # the step donates its state; the caller's arrays stay valid
     if compute_dtype is not None:
         params = master_params(params)
-    tx = make_optimizer(opt, trainable(params) if trainable is not None else None, post=post_update)
+    mask = trainable(params) if trainable is not None else None
+    held = frozen_paths(params, mask) if mask is not None else ()
+    CheckpointDir(folder.checkpoints).hold(tuple(("params", *p) for p in held))
+    tx = make_optimizer(opt, mask, post=post_update, core=optimizer)
     state, state_sharding = init_state(params, tx), None
     if mesh is not None:
         state, state_sharding, batch_at = _shard(state, batch_at, mesh)
@@ -102,7 +120,32 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
     step_fn = step if penalty is None else (lambda state, batch: step(state, batch, penalty_args))
     evaluate = evaluate_factory(graphdef, rest) if evaluate_factory is not None else None
     done = run_loop(state, step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate, on_record=on_record)
-    return TrainedRun(done.state, graphdef, rest, done.history)
+    return TrainedRun(done.state, graphdef, rest, done.history, final_checkpoint, held)
+
+
+def check_run_options(loss_chunk: int | None, final_checkpoint: str) -> None:
+    """The memory options of :func:`train_lm` (recipes call it from their config's ``__post_init__``): ValueError
+    naming ``--loss-chunk`` (an integer >= 1 or None) or ``--final-checkpoint`` (``FINAL_CHECKPOINTS``)."""
+    if loss_chunk is not None and (isinstance(loss_chunk, bool) or not isinstance(loss_chunk, int) or loss_chunk < 1):
+        raise ValueError(f"--loss-chunk must be an integer >= 1 (rows per chunk), got {loss_chunk!r}")
+    if final_checkpoint not in FINAL_CHECKPOINTS:
+        raise ValueError(f"--final-checkpoint must be one of {FINAL_CHECKPOINTS}, got {final_checkpoint!r}")
+
+
+def with_loss_chunk(loss_fn, chunk: int | None):
+    """``loss_fn``, or for ``chunk`` the same mean next-token NLL computed in chunks of ``chunk`` predicting rows
+    from the final hidden states (``train/step.chunked_token_nll_loss``; equal to the full-logits NLL up to float
+    rounding). Only the default objective has a chunked form.
+
+    Raises:
+      ValueError: ``chunk`` with another token loss (RHO-1, token weights: they read the full logits).
+    """
+    if chunk is None:
+        return loss_fn
+    if loss_fn is not token_nll_loss:
+        raise ValueError(f"--loss-chunk computes the plain next-token NLL; this run's token objective is another "
+                         f"({getattr(loss_fn, '__name__', type(loss_fn).__name__)}), which needs the full logits")
+    return chunked_token_nll_loss(chunk)
 
 
 def _shard(state: TrainState, batch_at: Callable[[int], dict], mesh):
@@ -141,4 +184,6 @@ def finish_run(folder: RunFolder, evaluate, run: TrainedRun, extra: dict,
     for key in best_keys:
         final.update(best_step(run.history, key))
     folder.write_final(final)
+    if run.final_checkpoint != "full":  # after final.json: a kill before it leaves the run resumable
+        folder.finish_checkpoints(run.final_checkpoint, run.params, run.step, held=run.held)
     return RunResult(final, run.history, run.params, run.graphdef, run.rest)

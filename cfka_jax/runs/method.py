@@ -63,11 +63,11 @@ _PT_REPLAY = (None, "replay-all", "replay-half", *GENERATIVE)
 _HF_REPLAY = (None, "stoc", "lamol", "random")
 RECIPES: dict[str, dict[str, tuple]] = {
     "biography": {"replay": _PT_REPLAY, "penalty": (None, "ewc"), "token_loss": ("nll", "rho1"),
-                  "update": (None,), "optimizer": ("adamw",)},
+                  "update": (None,), "optimizer": ("adamw", "recadam")},
     "corpus": {"replay": _HF_REPLAY, "penalty": (None, "ewc"), "token_loss": ("nll", "rho1"), "update": (None,),
-               "optimizer": ("adamw",)},
+               "optimizer": ("adamw", "recadam")},
     "knowedit": {"replay": _HF_REPLAY, "penalty": (None, "ewc"), "token_loss": ("nll", "rho1"),
-                 "update": (None,), "optimizer": ("adamw",)},
+                 "update": (None,), "optimizer": ("adamw", "recadam")},
     "ckl": {"replay": (None, "mix-review"), "penalty": (None,),
             "token_loss": ("nll", "rho1", "taalm", "oracle", "uniform"), "update": (None, "kadapter"),
             "optimizer": ("adamw", "recadam")},
@@ -75,7 +75,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
                "update": (None,), "optimizer": ("adamw", "gpm")},
 }
 """Per recipe, the values of each hook it runs (Biography / corpus / KnowEdit train through ``runs/engine.train_lm``
-with AdamW; the CKL protocols through ``continual/ckl.Trainer``, which takes an optimiser and K-Adapter's θ but
+with AdamW or RecAdam, ``runs/methods.optimizer_core``; K-Adapter stays with the CKL protocols: its forward has no
+KV-cached decoding and no packed-document segments, which the Biography EM and the packed CPT steps need; the CKL protocols through ``continual/ckl.Trainer``, which takes an optimiser and K-Adapter's θ but
 no penalty operands; the task streams of ``runs/stream`` one component per stage)."""
 
 _KADAPTER_DROPOUT = re.compile(r"k-adapter \(dropout ([0-9]*\.?[0-9]+)\)")

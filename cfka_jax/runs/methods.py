@@ -14,7 +14,10 @@
   :func:`token_objective`: Biography's spec-level token objectives (NLL, φ-weighted TWPPL of a Train-Attention
   model, ``continual/taalm``, or update-energy masking, ``geometry/energy.py``);
 * :func:`update_mode` / :func:`apply_update`: full fine-tuning, freezing (embeddings + first N blocks, §4.4) or
-  LoRA (§4.6 with alpha = 2r; adapter dropout 0 because the step keeps no RNG state across steps).
+  LoRA (§4.6 with alpha = 2r; adapter dropout 0 because the step keeps no RNG state across steps);
+* :func:`optimizer_core`: the optimiser hook, AdamW (the recipe's schedule) or RecAdam (``continual/recadam``)
+  rescaled to the run: its learning rate is the schedule's peak, held constant (RecAdam's own annealing
+  λ(t) = sigmoid(k·(t − t0)) with t0 = half the run replaces warm-up and cosine), clipping kept.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 from flax import nnx
 
 from cfka_jax.continual import peft
+from cfka_jax.continual.recadam import RecAdamConfig, recadam
 from cfka_jax.continual.ewc import ewc_anchor, ewc_penalty, fisher_batch_mean, fisher_per_example
 from cfka_jax.data.batching import packed_batch
 from cfka_jax.data.mixing import mix_replay
@@ -35,6 +39,7 @@ from cfka_jax.runs.method import Method
 from cfka_jax.runs.presets import Preset
 from cfka_jax.runs.replay import ensure_replay, replay_made_from, synthetic_replay_config
 from cfka_jax.runs.specs import UPDATES, CPTSpec
+from cfka_jax.train.optim import OptimConfig
 from cfka_jax.train.step import make_eval_logits, token_nll_loss
 
 
@@ -230,3 +235,17 @@ def with_update(hooks: TrainHooks, model, update: str) -> TrainHooks:
     if hooks.penalty is None or update != "lora":
         return hooks
     return hooks._replace(penalty=lora_effective_penalty(model, hooks.penalty))
+
+
+def optimizer_core(method: Method, opt: OptimConfig):
+    """The transformation the method puts in place of AdamW (``runs/engine.train_lm``'s ``optimizer``), or None.
+
+    RecAdam (spec taalm.md §7.4): ``RecAdamConfig.rescaled(opt.total_steps, opt.peak_lr)``: t0 at half the run,
+    the reference's sharpness k·t0 and pull lr·γ, every trainable parameter annealed towards its start value;
+    the schedule's warm-up and cosine do not apply (RecAdam's step is its own).
+    """
+    if method.optimizer == "adamw":
+        return None
+    if method.optimizer == "recadam":
+        return recadam(RecAdamConfig.rescaled(opt.total_steps, opt.peak_lr))
+    raise ValueError(f"method {method.name!r}: optimiser {method.optimizer!r} is not one train_lm runs")

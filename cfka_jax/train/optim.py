@@ -159,8 +159,8 @@ def decay_mask(params):
     return jax.tree.map(lambda p: getattr(p, "ndim", 0) >= 2, params)
 
 
-def make_optimizer(cfg: OptimConfig, trainable=None,
-                   post: optax.GradientTransformation | None = None) -> optax.GradientTransformation:
+def make_optimizer(cfg: OptimConfig, trainable=None, post: optax.GradientTransformation | None = None,
+                   core: optax.GradientTransformation | None = None) -> optax.GradientTransformation:
     """Clip → AdamW (→ ``post``) on trainable leaves; frozen leaves (``trainable`` False) get exactly zero updates.
 
     Args:
@@ -169,11 +169,20 @@ def make_optimizer(cfg: OptimConfig, trainable=None,
         global norm of the trainable gradients only.
       post: an optional transformation of the final AdamW update (weight decay included), e.g. GPM's
         projection (``continual/gpm.py``).
+      core: a transformation used *in place of* AdamW and its schedule (RecAdam, ``continual/recadam.py``, which
+        carries its own learning rate, annealing and decay); clipping, ``post`` and the mask stay. Its state is
+        kept in float32 (``cfg.state_dtype`` must be float32: RecAdam's state holds the start parameters).
+
+    Raises:
+      ValueError: ``core`` with a ``state_dtype`` other than float32.
     """
+    if core is not None and cfg.state_dtype != "float32":
+        raise ValueError(f"--opt-state-dtype {cfg.state_dtype} stores AdamW's moments; this run's optimiser "
+                         f"replaces AdamW (RecAdam keeps the start parameters in its state) and needs float32")
     adamw = optax.chain(
         optax.clip_by_global_norm(cfg.clip_norm),
-        optax.adamw(lr_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay,
-                    mask=decay_mask),
+        core if core is not None else optax.adamw(lr_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
+                                                  weight_decay=cfg.weight_decay, mask=decay_mask),
         *((post,) if post is not None else ()),
     )
     if cfg.state_dtype != "float32":

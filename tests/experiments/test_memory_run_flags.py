@@ -1,0 +1,65 @@
+"""The memory options of ``cfka corpus-cpt`` and ``cfka knowedit`` (#26): ``--loss-chunk``, ``--final-checkpoint``
+and (knowedit) ``--remat`` / ``--opt-state-dtype`` parse into the config; bad values are refused naming the flag;
+an old run folder's config (without the new fields) still matches a run that leaves them at their defaults."""
+
+import dataclasses
+
+import pytest
+
+from cfka_jax.experiments import corpus_cpt as cc
+from cfka_jax.experiments import knowedit as ke
+from cfka_jax.runs.folder import RunFolder
+
+CC = ["--data", "corpus", "--model", "model", "--out", "run"]
+KE = ["--data", "test.json", "--model", "model", "--out", "run"]
+
+
+def test_corpus_cpt_flags_parse_and_default_to_the_old_behaviour():
+    cfg = cc.config_from_args(CC)
+    assert (cfg.loss_chunk, cfg.final_checkpoint) == (None, "full")
+    cfg = cc.config_from_args(CC + ["--loss-chunk", "256", "--final-checkpoint", "params"])
+    assert (cfg.loss_chunk, cfg.final_checkpoint) == (256, "params")
+
+
+def test_knowedit_flags_parse_and_default_to_the_old_behaviour():
+    cfg = ke.FLAGS.parse(KE)
+    assert (cfg.remat, cfg.opt_state_dtype, cfg.loss_chunk, cfg.final_checkpoint) == (None, None, None, "full")
+    cfg = ke.FLAGS.parse(KE + ["--remat", "True", "--opt-state-dtype", "bfloat16", "--loss-chunk", "128",
+                               "--final-checkpoint", "none", "--dtype", "bfloat16"])
+    assert (cfg.remat, cfg.opt_state_dtype, cfg.loss_chunk, cfg.final_checkpoint, cfg.dtype) == \
+        (True, "bfloat16", 128, "none", "bfloat16")
+
+
+@pytest.mark.parametrize("parse", [cc.config_from_args, ke.FLAGS.parse], ids=["corpus-cpt", "knowedit"])
+def test_bad_values_exit_2(parse, capsys):
+    base = CC if parse is cc.config_from_args else KE
+    for bad in (["--final-checkpoint", "some"], ["--loss-chunk", "x"], ["--opt-state-dtype", "float16"]):
+        with pytest.raises(SystemExit) as err:
+            parse(base + bad)
+        assert err.value.code == 2
+        assert bad[0] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make", [lambda **kw: cc.CorpusCPTConfig(data=("c",), model="m", out="o", **kw),
+                                  lambda **kw: ke.KnowEditRun(data="t.json", model="m", out="o", **kw)],
+                         ids=["corpus-cpt", "knowedit"])
+def test_out_of_range_values_are_refused_naming_the_flag(make):
+    with pytest.raises(ValueError, match="--loss-chunk"):
+        make(loss_chunk=0)
+    with pytest.raises(ValueError, match="--final-checkpoint"):
+        make(final_checkpoint="some")
+
+
+def test_an_old_knowedit_folder_resumes_with_the_defaults_and_ignores_final_checkpoint(tmp_path):
+    cfg = ke.KnowEditRun(data="t.json", model="m", out=str(tmp_path))
+    p = cfg.scale
+    folder = RunFolder(tmp_path / "naive")
+    folder.start(cfg, p)
+    stored = folder.read_json("config.json")
+    for name in ("remat", "opt_state_dtype", "loss_chunk", "final_checkpoint"):  # as written before the fields
+        del stored["run"][name]
+    (folder.path / "config.json").write_text(__import__("json").dumps(stored))
+    assert folder.check(cfg, p)
+    assert folder.check(dataclasses.replace(cfg, final_checkpoint="params"), p)  # changes no result
+    with pytest.raises(ValueError, match="loss_chunk"):
+        folder.check(dataclasses.replace(cfg, loss_chunk=64), p)
