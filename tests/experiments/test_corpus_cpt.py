@@ -93,7 +93,7 @@ def test_configs_and_flags_parse(world):
     sets = question_sets(mc=(str(world / "elementary_mathematics_test.csv"), str(world / "law.jsonl")),
                          domain_subjects=("professional_law",))
     assert [len(sets["Original"]), len(sets["Domain"])] == [2, 3]
-    bad = [{"method": "recadam"}, {"method": "stoc + lamol"}, {"method": "ewc", "ewc_lambda": -1.0},
+    bad = [{"method": "kadapter"}, {"method": "stoc + lamol"}, {"method": "ewc", "ewc_lambda": -1.0},
            {"method": "rho1", "rho_k": 0.0}, {"method": "stoc", "alpha": 1.0}, {"mc": ("a",), "mc_original": ("b",)},
            {"domain_subjects": ("law",)}, {"mc_shots": 2}, {"heldout": 0.0}, {"overrides": (("steps", 0),)}, {"overrides": (("stepz", 3),)},
            {"data": ()}]

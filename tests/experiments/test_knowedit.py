@@ -64,7 +64,7 @@ def test_naive_lamol_stoc_end_to_end(setup):
 
 def test_configs_validate():
     exp.KnowEditRun(data="d", model="m", out="o", methods=("stoc",), alpha=0.8, mixing="code_5050")
-    for bad in ({"methods": ("recadam",)}, {"methods": ("stoc + lamol",)}, {"methods": ("naive", "naive")},
+    for bad in ({"methods": ("kadapter",)}, {"methods": ("stoc + lamol",)}, {"methods": ("naive", "naive")},
                 {"methods": ("ewc",), "ewc_lambda": -1.0}, {"methods": ("rho1",), "rho_k": 2.0}, {"alpha": 1.0}, {"mixing": "half"}, {"aug_align": "x"}, {"preset": "huge"},
                 {"steps": 0}, {"fluency_mode": "chunks"}):
         with pytest.raises(ValueError):

@@ -27,14 +27,14 @@ def test_names_resolve_to_one_value_per_hook():
     assert resolve("rho1", "corpus", MethodOptions(rho_k=0.3)).options.rho_k == 0.3
     assert resolve("replay-half", "biography").real_replay == "half"
     assert set(METHODS) == set(recipe_components("biography")) and "rho1" in METHODS and "lamol" in METHODS
-    assert set(recipe_components("corpus")) == {"naive", "ewc", "stoc", "random", "lamol", "rho1"}
+    assert set(recipe_components("corpus")) == {"naive", "ewc", "stoc", "random", "lamol", "rho1", "recadam"}
 
 
 @pytest.mark.parametrize("name, recipe, match", [
     ("stoc + replay-all", "biography", "both set the replay hook"),
     ("rho1 + taalm", "ckl", "both set the token_loss hook"),
     ("ewcc", "corpus", "unknown method component 'ewcc'"),
-    ("recadam", "corpus", "not available in the corpus recipe"),
+    ("kadapter", "corpus", "not available in the corpus recipe"),
     ("ewc", "ckl", "not available in the ckl recipe"),
     ("replay-all", "knowedit", "not available in the knowedit recipe"),
     ("naive", "cooking", "unknown recipe"),
@@ -53,8 +53,8 @@ def test_every_component_runs_somewhere():
 def test_ckl_names_resolve_in_the_ckl_recipe_only_where_it_runs_them(name):
     m = resolve(name, "ckl")
     assert m.penalty is None and m.replay in (None, "mix-review") and m.update in (None, "kadapter")
-    if m.token_loss in ("nll", "rho1") and m.update is None and m.optimizer == "adamw" and m.replay is None:
-        resolve(name, "corpus")  # Finetune, RHO-1: the train_lm recipes run them too
+    if m.token_loss in ("nll", "rho1") and m.update is None and m.replay is None:
+        resolve(name, "corpus")  # Finetune, RHO-1, RecAdam: the train_lm recipes run them too
     else:
         with pytest.raises(ValueError, match="not available in the corpus recipe"):
             resolve(name, "corpus")
