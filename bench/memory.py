@@ -6,7 +6,8 @@
 
 ``--xla`` prints, per shape, XLA's buffer assignment of the full-update train step instead (compiled, not run).
 ``--checkpoints`` prints, per (shape, update), the bytes on disk of what a run's checkpoint holds (no step is run:
-the state is the one ``runs/engine.train_lm`` builds, written by the same calls): ``whole`` = the whole
+the state is the one ``runs/engine.train_lm`` builds, every floating leaf filled with noise as after training
+(``trained_like``), written by the same calls): ``whole`` = the whole
 ``TrainState`` (what every checkpoint held before frozen leaves were held), ``resumable`` = a checkpoint as
 ``train_lm``'s loop writes it now (frozen leaves held: checksums, not values), ``params`` = the export a run
 finished with ``--final-checkpoint params`` keeps (``runs/folder.RunFolder.finish_checkpoints``).
@@ -301,6 +302,19 @@ def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dt
 # ------------------------------------------------------------------------------------------------ the parent
 
 
+def trained_like(tree):
+    """``tree`` with every floating leaf replaced by standard-normal noise of its shape and dtype: the sizes of a
+    *trained* state. At initialisation the moments are zeros and fp32 masters of bf16 weights have 16 zero mantissa
+    bits, both of which orbax's compression shrinks, so a step-0 state understates a real checkpoint's bytes."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves, treedef = jax.tree.flatten(tree)
+    keys = jax.random.split(jax.random.key(0), len(leaves))
+    return treedef.unflatten([jax.random.normal(k, x.shape, jnp.float32).astype(x.dtype)
+                              if jnp.issubdtype(x.dtype, jnp.floating) else x for k, x in zip(keys, leaves)])
+
+
 def checkpoint_sizes(folder: str, update: str, opt_state_dtype: str) -> dict:
     """Bytes on disk of the whole train state, of a resumable checkpoint and of the params-only export
     (module docstring, ``--checkpoints``) of a bf16-compute run with ``update``."""
@@ -320,6 +334,7 @@ def checkpoint_sizes(folder: str, update: str, opt_state_dtype: str) -> dict:
     state = init_state(params, make_optimizer(OptimConfig(warmup_steps=0, total_steps=1,
                                                           state_dtype=opt_state_dtype), mask))
     held = frozen_paths(params, mask) if mask is not None else ()
+    state = trained_like(state)
 
     def size(path) -> float:
         return sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file()) / GIB
