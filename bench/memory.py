@@ -2,6 +2,7 @@
 
     python bench/memory.py [--shapes pythia-160m qwen2.5-0.5b qwen3-1.7b] [--updates full lora freeze]
                            [--batch 4] [--seq 256] [--opt-state-dtype float32|bfloat16] [--remat]
+                           [--scan-layers] [--guard state|gradient]
                            [--loss-chunk ROWS] [--xla | --checkpoints]
 
 ``--xla`` prints, per shape, XLA's buffer assignment of the full-update train step instead (compiled, not run).
@@ -67,6 +68,11 @@ BIG = ("qwen3-1.7b",)
 GIB = 1024**3
 WORDS = ("court statute lease contract appeal judge ruling tenant estate plaintiff defendant evidence witness "
          "verdict motion clause party damages remedy breach notice title deed trust").split()
+
+
+MC_TEXT = " ".join(f"Question : which applies ? {x} . {x} {x} Answer : {x}" for x in "ABCDEFGHIJ")
+"""MMLU prompt words and answer letters, in the tokenizer's corpus so that each letter is one token (the
+multiple-choice scorer needs distinct letter ids; ``bench/cpt_real.py``)."""
 
 
 def corpus_texts(n: int = 64, seed: int = 0) -> list[str]:
@@ -147,7 +153,7 @@ def build_folder(shape: str, dest: pathlib.Path, *, shard_bytes: int = 1 << 30, 
     flush()
     (dest / hub.INDEX_FILE).write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     (dest / hub.CONFIG_FILE).write_text(json.dumps(raw, indent=1))
-    train_word_tokenizer(corpus_texts(), dest, bpe_vocab=512)
+    train_word_tokenizer(corpus_texts() + [MC_TEXT] * 8, dest, bpe_vocab=512)
     (dest / "done").write_text("")
     return dest
 
@@ -225,7 +231,7 @@ def child(args) -> dict:
         sampler.mark("base")
         sampler.mark("load")
         t0 = time.perf_counter()
-        model = from_pretrained(args.folder, dtype=jnp.bfloat16, remat=args.remat)
+        model = from_pretrained(args.folder, dtype=jnp.bfloat16, remat=args.remat, scan_layers=args.scan_layers)
         times = {"load": time.perf_counter() - t0}
         tok = load_tokenizer(args.folder)
         docs = [np.asarray(tok(t)["input_ids"][:args.seq - 1] + [tok.eos_token_id], np.int32)
@@ -262,13 +268,13 @@ def child(args) -> dict:
         with tempfile.TemporaryDirectory() as d:
             train_lm(model, lambda t: batch, opt=opt, loop=LoopConfig(steps=1, log_every=1, progress=False),
                      folder=RunFolder(d), compute_dtype=jnp.bfloat16, trainable=trainable, on_record=on_record,
-                     **loss)
+                     guard=args.guard, **loss)
             ckpt_bytes = sum(f.stat().st_size for f in pathlib.Path(d, "checkpoints").rglob("*") if f.is_file())
             times["checkpoint"] = time.perf_counter() - t0 - times["train_step"]
     peaks = sampler.peaks
     peak = max(peaks.values())
     return {"shape": args.shape, "update": args.update, "opt_state_dtype": args.opt_state_dtype,
-            "remat": args.remat, "loss_chunk": args.loss_chunk, "batch": args.batch, "seq": args.seq, "n_trained": n_train, "n_frozen": n_frozen,
+            "remat": args.remat, "scan_layers": args.scan_layers, "guard": args.guard, "loss_chunk": args.loss_chunk, "batch": args.batch, "seq": args.seq, "n_trained": n_train, "n_frozen": n_frozen,
             "floor_gib": floor / GIB, "peak_gib": peak / GIB, "ratio": peak / floor,
             "ru_maxrss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB,
             **{f"rss_{k}_gib": v / GIB for k, v in peaks.items() if k != "end"},
@@ -277,7 +283,7 @@ def child(args) -> dict:
 
 
 def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dtype: str,
-                 loss_chunk: int | None = None) -> dict:
+                 loss_chunk: int | None = None, scan_layers: bool = False, guard: str = "state") -> dict:
     """XLA's buffer assignment of the full-update train step (``train/step.make_train_step``, bf16 compute,
     fp32 masters): argument / output / aliased / temporary bytes, without running the step."""
     import flax.nnx as nnx
@@ -287,13 +293,13 @@ def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dt
     from cfka_jax.train import step as S
     from cfka_jax.train.optim import OptimConfig, make_optimizer
 
-    model = from_pretrained(folder, dtype=jnp.bfloat16, remat=remat)
+    model = from_pretrained(folder, dtype=jnp.bfloat16, remat=remat, scan_layers=scan_layers)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = make_optimizer(OptimConfig(warmup_steps=0, total_steps=1, state_dtype=opt_state_dtype))
     state = S.init_state(S.master_params(params), tx)
     tokens = jnp.zeros((batch, seq), jnp.int32)
     loss = {"loss_fn": S.chunked_token_nll_loss(loss_chunk)} if loss_chunk else {}
-    step = S.make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16, **loss)
+    step = S.make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16, guard=guard, **loss)
     m = step.lower(state, {"tokens": tokens, "target_mask": jnp.ones_like(tokens)}).compile().memory_analysis()
     return {"argument_gib": m.argument_size_in_bytes / GIB, "output_gib": m.output_size_in_bytes / GIB,
             "alias_gib": m.alias_size_in_bytes / GIB, "temp_gib": m.temp_size_in_bytes / GIB}
@@ -364,6 +370,9 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--opt-state-dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--remat", action="store_true", help="rematerialise each block in the backward pass")
+    ap.add_argument("--scan-layers", action="store_true", help="stacked blocks under one nnx.scan")
+    ap.add_argument("--guard", default="state", choices=["state", "gradient"],
+                    help="the train step's finite guard (train/step.GUARDS)")
     ap.add_argument("--loss-chunk", type=int, default=None, metavar="ROWS",
                     help="chunked next-token NLL, ROWS predicting positions per chunk (no B x S x V logits)")
     ap.add_argument("--folders", default=os.path.join(tempfile.gettempdir(), "cfka_bench_memory"),
@@ -395,9 +404,11 @@ def main() -> None:
                 rows.append(row)
             continue
         if args.xla:
-            row = {"shape": shape, "remat": args.remat, "loss_chunk": args.loss_chunk,
+            row = {"shape": shape, "remat": args.remat, "scan_layers": args.scan_layers, "guard": args.guard,
+                   "loss_chunk": args.loss_chunk,
                    **xla_analysis(str(folder), batch=args.batch, seq=args.seq, remat=args.remat,
-                                  opt_state_dtype=args.opt_state_dtype, loss_chunk=args.loss_chunk)}
+                                  opt_state_dtype=args.opt_state_dtype, loss_chunk=args.loss_chunk,
+                                  scan_layers=args.scan_layers, guard=args.guard)}
             print(json.dumps(row), flush=True)
             rows.append(row)
             continue
@@ -405,6 +416,7 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--child", "--shape", shape, "--update", update, "--folder", str(folder),
                    "--batch", str(args.batch), "--seq", str(args.seq), "--opt-state-dtype", args.opt_state_dtype]
             cmd += (["--remat"] if args.remat else []) + (["--loss-chunk", str(args.loss_chunk)] if args.loss_chunk else [])
+            cmd += (["--scan-layers"] if args.scan_layers else []) + ["--guard", args.guard]
             out = subprocess.run(cmd, capture_output=True, text=True)
             lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
             if out.returncode or not lines:

@@ -60,7 +60,7 @@ from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES, UPDATES
 from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS
 from cfka_jax.train.optim import STATE_DTYPES
-from cfka_jax.train.step import make_eval_logits
+from cfka_jax.train.step import GUARDS, make_eval_logits, token_nll_loss
 from cfka_jax.experiments.update_flags import PretrainedRunFields, check_freeze_layers, updated_model
 
 METHODS = recipe_components("corpus")
@@ -101,10 +101,12 @@ class CorpusCPTConfig(PretrainedRunFields):
     opt_state_dtype: str | None = None
     loss_chunk: int | None = None
     final_checkpoint: str = "full"
+    scan_layers: bool = False
+    guard: str = "state"
 
     def __post_init__(self):
         super().__post_init__()
-        check_run_options(self.loss_chunk, self.final_checkpoint)
+        check_run_options(self.loss_chunk, self.final_checkpoint, self.guard)
         if self.opt_state_dtype is not None and self.opt_state_dtype not in STATE_DTYPES:
             raise ValueError(f"--opt-state-dtype must be one of {tuple(STATE_DTYPES)}, got {self.opt_state_dtype!r}")
         if not self.data:
@@ -204,7 +206,8 @@ def run(cfg: CorpusCPTConfig) -> dict:
     sets = question_sets(mc=cfg.mc, domain_subjects=cfg.domain_subjects, original=cfg.mc_original,
                          domain=cfg.mc_domain, limit=cfg.mc_limit, seed=cfg.seed)
     dev = read_mc(list(cfg.mc_dev)) if cfg.mc_dev else []  # read before the (long) replay build: fail fast
-    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat))
+    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat),
+                            scan_layers=cfg.scan_layers)
     check_freeze_layers(model, cfg.freeze_layers)
     mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
     eos, method = int(tokenizer.eos_token_id), cfg.resolved
@@ -229,7 +232,8 @@ def run(cfg: CorpusCPTConfig) -> dict:
                        folder=folder, evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable,
                        mesh=mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
                        loss_chunk=cfg.loss_chunk, final_checkpoint=cfg.final_checkpoint,
-                   optimizer=optimizer_core(method, opt))
+                       optimizer=optimizer_core(method, opt), guard=cfg.guard,
+                       consume=hooks.penalty is None and hooks.loss_fn is token_nll_loss)
     extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update,
              "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
              "corpus": corpus_stats}
@@ -270,7 +274,8 @@ FLAGS = Flags(
     spaced=("data", "mc", "domain_subjects", "mc_original", "mc_domain", "mc_dev"),
     choices={"preset": lambda: sorted(CORPUS), "dtype": lambda: sorted(DTYPES), "update": lambda: UPDATES,
              "ewc_fisher": lambda: ["code", "per_example"], "overflow": lambda: ["split", "truncate"],
-             "opt_state_dtype": lambda: sorted(STATE_DTYPES), "final_checkpoint": lambda: FINAL_CHECKPOINTS},
+             "opt_state_dtype": lambda: sorted(STATE_DTYPES), "final_checkpoint": lambda: FINAL_CHECKPOINTS,
+             "guard": lambda: GUARDS},
     metavars={"data": "FILE", "model": "HF_DIR", "out": "DIR"},
     help={"data": ".txt/.jsonl/.parquet files or folders of them",
           "model": "local HF folder: config.json, safetensors, tokenizer", "out": "run folder",
@@ -301,6 +306,10 @@ FLAGS = Flags(
                         "batch x seq x vocab logits; the same loss up to float rounding; default: full logits)",
           "final_checkpoint": "what the finished run keeps: its resumable checkpoints, the final parameters alone "
                               "(params/; trained leaves only under LoRA/freeze), or nothing",
+          "scan_layers": "stack the blocks and run them under one nnx.scan (with --remat the backward holds one "
+                         "block's activations and gradients at a time)",
+          "guard": "finite guard: 'state' keeps the previous state while checking the new one (a state-sized "
+                   "temporary); 'gradient' decides from the loss and gradient norm and updates in place",
           **{flag: f"preset override of {field}" for flag, field in OVERRIDES.items()}})
 """The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
 

@@ -195,7 +195,12 @@ def generate_pure(
         lengths_B: prompt lengths.
         keys_B: one PRNG key per row.
     """
-    model = nnx.view(nnx.merge(graphdef, state), only=nnx.Dropout, deterministic=True, raise_if_not_found=False)
+    def merged():  # fresh variables at the current trace level: nnx.scan (a stacked model) refuses a module
+        # whose variables belong to an outer trace, as the decode loop's body would otherwise see
+        fresh = jax.tree.map(lambda x: x, state)
+        return nnx.view(nnx.merge(graphdef, fresh), only=nnx.Dropout, deterministic=True, raise_if_not_found=False)
+
+    model = merged()
     b, s = tokens_BS.shape
     n = cfg.max_new_tokens
     prompt_BS = jnp.arange(s, dtype=jnp.int32)[None, :] < lengths_B[:, None]
@@ -228,7 +233,7 @@ def generate_pure(
         # place keeps the sampler compiled once).
         t, logits_BV, seen_BV, done_B, out_BN, count_B, cache = c
         token_B, seen_BV, done_B, out_BN, count_B = emit(t, logits_BV, seen_BV, done_B, out_BN, count_B)
-        step = model(token_B[:, None], cache=cache)
+        step = merged()(token_B[:, None], cache=cache)
         return t + 1, step.logits[:, 0], seen_BV, done_B, out_BN, count_B, step.cache
 
     init = (jnp.int32(0), last_BV, seen_BV, done_B, out_BN, count_B, cache)

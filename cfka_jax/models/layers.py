@@ -188,6 +188,7 @@ class StepContext:
     attention_impl: str = flax.struct.field(pytree_node=False, default="explicit")
     causal_only: bool = flax.struct.field(pytree_node=False, default=False)
     attn_reduce: Callable | None = flax.struct.field(pytree_node=False, default=None)
+    param_dtype: Any = flax.struct.field(pytree_node=False, default=None)
 
 
 def step_mask(
@@ -343,8 +344,21 @@ def make_stacked(make_block: Callable[[nnx.Rngs], nnx.Module], num_layers: int, 
     return create(rngs)
 
 
+def _in_dtype(block, dtype):
+    """``block`` with its floating parameters in ``dtype`` (the same block when they already are)."""
+    graphdef, state = nnx.split(block)
+    leaves = jax.tree.leaves(state)
+    if dtype is None or all(x.dtype == dtype or not jnp.issubdtype(x.dtype, jnp.floating) for x in leaves):
+        return block
+    cast = jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, state)
+    return nnx.merge(graphdef, cast)
+
+
 def _call_block(block, x, ctx, kv):
-    y, kv_new, probs = block(x, ctx, kv)
+    # A block computes with its parameters in the model's dtype: float32 masters (a mixed-precision train step,
+    # train/step.lm_objective) are cast here, inside the block's (rematerialised, scanned) call, so no
+    # bfloat16 copy of every block's weights is held across the forward and backward passes.
+    y, kv_new, probs = _in_dtype(block, ctx.param_dtype)(x, ctx, kv)
     if probs is not None and ctx.attn_reduce is not None:
         probs = ctx.attn_reduce(probs, ctx.mask)
     return y, kv_new, probs
@@ -416,6 +430,7 @@ def forward_decoder(
     attention_impl: str = "auto",
     attn_reduce: Callable | None = None,
     inv_freq: Float[Array, " R2"] | None = None,
+    param_dtype: Any = None,
 ) -> ModelOutput:
     """The decoder skeleton every family shares: embed, blocks, final norm, LM head (logits in float32).
 
@@ -428,6 +443,8 @@ def forward_decoder(
     attention maps always take the explicit path). ``attn_reduce(probs_BNST, mask_BST)`` (with ``return_attn``)
     replaces each layer's map in ``attentions`` by its reduction, computed inside the layer. ``inv_freq`` replaces
     the RoPE inverse frequencies ``rope_inv_freq(rotary_dim, rope_theta)`` (scaled RoPE, e.g. Llama 3.1's).
+    ``param_dtype`` (the model's ``cfg.dtype``): each block casts its floating parameters to it inside its call
+    (a no-op when they already are in it; float32 masters of a mixed-precision step are cast block by block).
     Default positions are ``arange(S)`` offset by ``cache.end_index``. A call that would write past the end of
     the cache gets NaN logits in the overflowing rows (XLA clamps the write, which would otherwise silently
     overwrite the last slots).
@@ -445,7 +462,7 @@ def forward_decoder(
     causal_only = cache is None and attention_mask_BT is None and segment_ids_BS is None
     ctx = StepContext(cos=cos, sin=sin, mask=mask_BST, write_index=write_index, return_probs=return_attn,
                       attention_kind=attention_kind, attention_impl=resolve_attention_impl(attention_impl),
-                      causal_only=causal_only, attn_reduce=attn_reduce)
+                      causal_only=causal_only, attn_reduce=attn_reduce, param_dtype=param_dtype)
     x_BSD = embed(tokens_BS)
     h_BSD, outs, probs, k, v = apply_layers(layers, x_BSD, ctx, cache, scan=scan, remat=remat)
     final_BSD = final_norm(h_BSD)
@@ -543,6 +560,7 @@ class DecoderLM(nnx.Module):
             attention_impl=self.cfg.attention_impl,
             attn_reduce=attn_reduce,
             inv_freq=self.rope_frequencies(),
+            param_dtype=self.cfg.dtype,
         )
 
     def init_cache(self, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:

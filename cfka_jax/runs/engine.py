@@ -20,9 +20,9 @@ from flax import nnx
 
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.train.loop import LoopConfig, run_loop
-from cfka_jax.train.optim import OptimConfig, make_optimizer
+from cfka_jax.train.optim import OptimConfig, make_optimizer, masked_tx
 from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS, CheckpointDir, frozen_paths
-from cfka_jax.train.step import (TrainState, chunked_token_nll_loss, init_state, make_train_step, master_params,
+from cfka_jax.train.step import (GUARDS, TrainState, chunked_token_nll_loss, init_state, make_train_step,
                                  token_nll_loss)
 
 
@@ -74,7 +74,7 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
              folder: RunFolder, evaluate_factory: Callable | None = None, penalty=None, penalty_args=None,
              loss_fn=token_nll_loss, trainable=None, compute_dtype=None, mesh=None, post_update=None,
              on_record=None, loss_chunk: int | None = None, final_checkpoint: str = "full",
-             optimizer=None) -> TrainedRun:
+             optimizer=None, guard: str = "state", consume: bool = False) -> TrainedRun:
     """Trains ``model`` (resuming from ``folder``'s checkpoints) and returns the run in memory.
 
     Args:
@@ -98,34 +98,70 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
       final_checkpoint: what :func:`finish_run` keeps of the checkpoints (``train/checkpoint.FINAL_CHECKPOINTS``).
       optimizer: a transformation in place of AdamW (the method's optimiser hook, ``runs/methods.optimizer_core``:
         RecAdam), clipped and masked like AdamW (``train/optim.make_optimizer``'s ``core``), or None (AdamW).
+      guard: the step's finite guard (``train/step.GUARDS``): ``"state"`` keeps the previous state while the new
+        one is checked (one state-sized temporary), ``"gradient"`` decides from the loss and gradient norm and
+        updates in place (``--guard gradient``, the memory-lean form).
+      consume: hand ``model``'s parameter arrays to the run instead of copying them: frozen leaves become the
+        state's (no copy), and each trained leaf's buffer is freed once its float32 master exists (a bf16 base
+        model's 2 B per parameter are not kept alive beside the state). ``model`` is unusable afterwards (its
+        arrays are deleted or donated); only for callers that hold no other view of its weights (no EWC anchor,
+        no RHO-1 reference).
 
     The checkpoints hold the ``TrainState`` minus the frozen parameters (``trainable`` False: the run never
     changes them and re-creates them from ``model`` when it resumes; ``train/checkpoint.CheckpointDir.hold``).
+    Frozen parameters keep the model's dtype (no float32 master), and the step computes no gradient for them
+    (``train/step.trainable_value_and_grad``).
     """
-    check_run_options(loss_chunk, final_checkpoint)
+    check_run_options(loss_chunk, final_checkpoint, guard)
     loss_fn = with_loss_chunk(loss_fn, loss_chunk)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    params = jax.tree.map(jnp.copy, params)  # the step donates its state; the caller's arrays stay valid
-    if compute_dtype is not None:
-        params = master_params(params)
     mask = trainable(params) if trainable is not None else None
+    params = _state_params(params, mask, compute_dtype, consume)
+    del model
     held = frozen_paths(params, mask) if mask is not None else ()
     CheckpointDir(folder.checkpoints).hold(tuple(("params", *p) for p in held))
-    tx = make_optimizer(opt, mask, post=post_update, core=optimizer)
-    state, state_sharding = init_state(params, tx), None
+    tx = make_optimizer(opt, None, post=post_update, core=optimizer)
+    state, state_sharding = init_state(params, tx if mask is None else masked_tx(tx, mask)), None
     if mesh is not None:
         state, state_sharding, batch_at = _shard(state, batch_at, mesh)
     step = make_train_step(graphdef, rest, tx, penalty=penalty, loss_fn=loss_fn, compute_dtype=compute_dtype,
-                           state_sharding=state_sharding)
+                           state_sharding=state_sharding, guard=guard, trainable=mask)
     step_fn = step if penalty is None else (lambda state, batch: step(state, batch, penalty_args))
     evaluate = evaluate_factory(graphdef, rest) if evaluate_factory is not None else None
     done = run_loop(state, step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate, on_record=on_record)
     return TrainedRun(done.state, graphdef, rest, done.history, final_checkpoint, held)
 
 
-def check_run_options(loss_chunk: int | None, final_checkpoint: str) -> None:
+def _state_params(params, mask, compute_dtype, consume: bool = False):
+    """The parameters the train state starts from: copies (the step donates its state; the caller's arrays stay
+    valid), float32 masters of the trained leaves under ``compute_dtype``; frozen leaves (``mask`` False) keep
+    their dtype (a bf16 base model's frozen weights stay 2 B per parameter: they are never updated). With
+    ``consume`` (:func:`train_lm`) nothing is copied and a cast leaf's original buffer is freed at once."""
+    def own(p):
+        return p if consume else jnp.copy(p)
+
+    def master(p):  # a new float32 array (astype to the same dtype would hand back the caller's buffer)
+        if not (jnp.issubdtype(p.dtype, jnp.floating) and p.dtype != jnp.float32):
+            return own(p)
+        out = p.astype(jnp.float32)
+        if consume:
+            out.block_until_ready()
+            p.delete()
+        return out
+
+    if compute_dtype is None:
+        return jax.tree.map(own, params)
+    if mask is None:
+        return jax.tree.map(master, params)
+    return jax.tree.map(lambda m, sub: jax.tree.map(master if m else own, sub), mask, params)
+
+
+def check_run_options(loss_chunk: int | None, final_checkpoint: str, guard: str = "state") -> None:
     """The memory options of :func:`train_lm` (recipes call it from their config's ``__post_init__``): ValueError
-    naming ``--loss-chunk`` (an integer >= 1 or None) or ``--final-checkpoint`` (``FINAL_CHECKPOINTS``)."""
+    naming ``--loss-chunk`` (an integer >= 1 or None), ``--final-checkpoint`` (``FINAL_CHECKPOINTS``) or
+    ``--guard`` (``train/step.GUARDS``)."""
+    if guard not in GUARDS:
+        raise ValueError(f"--guard must be one of {GUARDS}, got {guard!r}")
     if loss_chunk is not None and (isinstance(loss_chunk, bool) or not isinstance(loss_chunk, int) or loss_chunk < 1):
         raise ValueError(f"--loss-chunk must be an integer >= 1 (rows per chunk), got {loss_chunk!r}")
     if final_checkpoint not in FINAL_CHECKPOINTS:

@@ -27,7 +27,13 @@ Every trainer of the package is this builder with a different hook (one program 
 
 Finite guard: if the loss, the gradient norm, any updated parameter or any optimiser-state leaf is not finite, the
 step returns the *previous* state unchanged with ``finite = False``; the caller (``train/loop.run_loop``) stops
-and the last good state (and checkpoint) survive.
+and the last good state (and checkpoint) survive. Keeping the previous state while the new one is checked costs
+one state-sized temporary (``guard="state"``, the default: 12 B per trained parameter with AdamW, the largest
+temporary of a full-update step). ``guard="gradient"`` decides from the loss and the gradient norm alone and runs
+the update under ``lax.cond``, in place in the donated buffers: a non-finite loss or gradient still returns the
+previous state unchanged, and an update that turns a finite gradient into non-finite parameters (an infinite
+learning rate; AdamW's update of a finite gradient is bounded) is still reported ``finite = False``, but the
+returned state is then the non-finite one (the loop stops and writes nothing of it).
 """
 
 from __future__ import annotations
@@ -127,6 +133,21 @@ def cast_floating(params, dtype):
     return jax.tree.map(lambda p: p.astype(dtype) if jnp.issubdtype(p.dtype, jnp.floating) else p, params)
 
 
+BLOCKS = "layers"
+"""The attribute of a ``models.layers.DecoderLM`` holding its blocks (looped list or one stacked block)."""
+
+
+def compute_params(params, dtype):
+    """The parameters a mixed-precision step runs on: every floating leaf cast to ``dtype`` except the blocks'
+    (``params[BLOCKS]``), which each block casts to its model's ``cfg.dtype`` inside its own call
+    (``models/layers.forward_decoder``'s ``param_dtype``): the same numbers as casting everything up front (use
+    a model whose ``cfg.dtype`` is ``dtype``), without a ``dtype`` copy of every block held from the forward to the
+    backward pass (with ``scan_layers`` and ``remat`` only one block's copy exists at a time)."""
+    if not hasattr(params, "items") or BLOCKS not in params:
+        return cast_floating(params, dtype)
+    return type(params)({k: v if k == BLOCKS else cast_floating(v, dtype) for k, v in params.items()})
+
+
 def master_params(params):
     """Float32 master copy of the parameters (mixed precision keeps these in the optimiser state)."""
     return cast_floating(params, jnp.float32)
@@ -139,13 +160,13 @@ def lm_objective(graphdef, rest, *, loss_fn: LossFn = token_nll_loss, penalty: P
                  compute_dtype=None):
     """``objective(params, batch, penalty_args=None) -> (lm + penalty, metrics)`` of the merged model.
 
-    With ``compute_dtype`` the forward/backward pass runs on a copy of the (float32 master) parameters cast to it
-    (the gradient flows back through the cast); the loss and the penalty stay float32. Metrics: ``loss`` (the
+    With ``compute_dtype`` the forward/backward pass runs on the (float32 master) parameters cast to it
+    (:func:`compute_params`; the gradient flows back through the cast); the loss and the penalty stay float32. Metrics: ``loss`` (the
     ``loss_fn`` value), ``penalty`` (0 without one), ``targets``.
     """
 
     def objective(params, batch, penalty_args=None):
-        compute = params if compute_dtype is None else cast_floating(params, compute_dtype)
+        compute = params if compute_dtype is None else compute_params(params, compute_dtype)
         lm, count = lm_loss(compute, graphdef, rest, batch, loss_fn)
         pen = penalty(params, penalty_args) if penalty is not None else jnp.zeros((), jnp.float32)
         return lm + pen, {"loss": lm, "penalty": pen, "targets": count}
@@ -163,17 +184,57 @@ def optax_update(tx: optax.GradientTransformation):
     return update
 
 
-def _pure_step(value_and_grad, update):
+GUARDS = ("state", "gradient")
+"""Finite-guard modes of :func:`make_train_step` (module docstring)."""
+
+
+def trainable_value_and_grad(objective: Callable, trainable) -> Callable:
+    """``value_and_grad(params, *inputs)`` of ``objective`` differentiated in the trainable leaves only
+    (``trainable``: a pytree of bools like the parameters): the frozen leaves enter as constants, so the backward
+    pass never computes (nor holds) their gradients, and the returned gradient has exact zeros there. The trainable
+    leaves' gradients are those of ``jax.value_and_grad(objective)``."""
+
+    mask, treedef = jax.tree.flatten(trainable)  # the mask's leaves sit where the parameters' leaves (or their
+    # wrappers, e.g. nnx.Param nodes of an nnx.State) are: split the parameters up to its structure
+
+    def value_and_grad(params, *inputs):
+        parts = treedef.flatten_up_to(params)
+
+        def of_trained(trained):
+            it = iter(trained)
+            return objective(treedef.unflatten([next(it) if m else x for x, m in zip(parts, mask)]), *inputs)
+
+        out, grads = jax.value_and_grad(of_trained, has_aux=True)([x for x, m in zip(parts, mask) if m])
+        it = iter(grads)
+        return out, treedef.unflatten([next(it) if m else jax.tree.map(jnp.zeros_like, x)
+                                       for x, m in zip(parts, mask)])
+
+    return value_and_grad
+
+
+def _pure_step(value_and_grad, update, guard: str = "state"):
     """The unjitted step: gradient, update, finite guard (module docstring)."""
+    if guard not in GUARDS:
+        raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
 
     def step(state, *inputs):  # state: (params, opt_state, step), a TrainState or any 3-field NamedTuple
         params0, opt_state0, count = state
         (total, metrics), grads = value_and_grad(params0, *inputs)
-        params, opt_state = update(grads, opt_state0, params0)
-        new = type(state)(params, opt_state, count + 1)
-        gnorm = optax.tree.norm(grads)
-        finite = jnp.isfinite(total) & jnp.isfinite(gnorm) & all_finite(new[0]) & all_finite(new[1])
-        return _select(finite, new, state), {**metrics, "grad_norm": gnorm, "finite": finite}
+        with jax.numpy_dtype_promotion("standard"):  # frozen bf16 leaves' zero gradients beside float32 ones
+            gnorm = optax.tree.norm(grads).astype(jnp.float32)
+        inputs_ok = jnp.isfinite(total) & jnp.isfinite(gnorm)
+
+        def updated(_):
+            params, opt_state = update(grads, opt_state0, params0)
+            return type(state)(params, opt_state, count + 1)
+
+        if guard == "state":
+            new = updated(None)
+            finite = inputs_ok & all_finite(new[0]) & all_finite(new[1])
+            return _select(finite, new, state), {**metrics, "grad_norm": gnorm, "finite": finite}
+        new = jax.lax.cond(inputs_ok, updated, lambda _: state, None)
+        finite = inputs_ok & all_finite(new[0]) & all_finite(new[1])
+        return new, {**metrics, "grad_norm": gnorm, "finite": finite}
 
     return step
 
@@ -196,7 +257,7 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, 
                     state_sharding=None, objective: Callable | None = None, value_and_grad: Callable | None = None,
                     update: Callable | None = None, trainable=None,
                     transform: optax.GradientTransformation | None = None, ensemble: str | None = None,
-                    shared_batch: bool = False):
+                    shared_batch: bool = False, guard: str = "state"):
     """Builds ``step(state, *inputs) -> (state, metrics)``, jitted once, state buffers donated.
 
     Args:
@@ -215,12 +276,14 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, 
         ``jax.value_and_grad(objective, has_aux=True)``.
       update: ``update(grads, opt_state, params) -> (params, opt_state)`` replacing ``tx`` (``optax_update``).
       trainable: a pytree of bools like the parameters: frozen leaves (False) get exactly zero updates
-        (``optim.masked_tx``); transform: an optax transformation chained after ``tx``. With either, build the
-        state from ``step.tx``.
+        (``optim.masked_tx``) and no gradient is computed for them (:func:`trainable_value_and_grad`; with a
+        custom ``value_and_grad`` that one is used as given); transform: an optax transformation chained after
+        ``tx``. With either, build the state from ``step.tx``.
       ensemble: None (one model), ``"vmap"`` or ``"map"``: the step over a leading member axis E of the state
         (member e is the same function of its state and its inputs as a lone run, to float32 rounding: batched
         kernels, and a step compiled as a loop body, accumulate and fuse differently). shared_batch: every member
         reads the same inputs (no E axis on them).
+      guard: ``"state"`` or ``"gradient"`` (module docstring: the second holds no second copy of the state).
 
     Metrics: the objective's (``loss``, ``penalty``, ``targets`` for the default), ``grad_norm`` (of the full
     gradient) and ``finite`` (module docstring).
@@ -231,7 +294,8 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, 
     if value_and_grad is None:
         if objective is None:
             objective = lm_objective(graphdef, rest, loss_fn=loss_fn, penalty=penalty, compute_dtype=compute_dtype)
-        value_and_grad = jax.value_and_grad(objective, has_aux=True)
+        value_and_grad = (jax.value_and_grad(objective, has_aux=True) if trainable is None
+                          else trainable_value_and_grad(objective, trainable))
     if update is None:
         if tx is None:
             raise ValueError("make_train_step needs an optax tx or an update function")
@@ -241,7 +305,7 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, 
         update = optax_update(tx)
     elif transform is not None or trainable is not None:
         raise ValueError("trainable / transform change an optax tx; with a custom update, apply them in it")
-    step = _pure_step(value_and_grad, update)
+    step = _pure_step(value_and_grad, update, guard)
     if ensemble is not None:
         step = _over_members(jax.jit(step), ensemble, shared_batch)
     out = None if state_sharding is None else (state_sharding, None)

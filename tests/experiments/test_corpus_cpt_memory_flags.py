@@ -19,3 +19,14 @@ def test_unknown_state_dtype_refused():
         cc.config_from_args(BASE + ["--opt-state-dtype", "float16"])
     with pytest.raises(ValueError, match="--opt-state-dtype"):
         cc.CorpusCPTConfig(data=("corpus",), model="model", out="run", opt_state_dtype="float16")
+
+
+def test_scan_layers_and_guard_flags():
+    cfg = cc.config_from_args(BASE)
+    assert (cfg.scan_layers, cfg.guard) == (False, "state")
+    cfg = cc.config_from_args(BASE + ["--scan-layers", "--guard", "gradient"])
+    assert (cfg.scan_layers, cfg.guard) == (True, "gradient")
+    with pytest.raises(SystemExit):
+        cc.config_from_args(BASE + ["--guard", "none"])
+    with pytest.raises(ValueError, match="--guard"):
+        cc.CorpusCPTConfig(data=("corpus",), model="model", out="run", guard="none")

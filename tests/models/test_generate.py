@@ -131,6 +131,18 @@ def test_batched_prompts_of_different_lengths_sample_as_each_alone(model, key):
         np.testing.assert_array_equal(batched[i], alone[0], err_msg=f"prompt {i}")
 
 
+def test_scanned_model_generates_what_the_looped_one_does(model, key):
+    """The decode loop calls a stacked (``nnx.scan``) model inside ``lax.while_loop`` (the replay builders of a
+    ``--scan-layers`` run): the same tokens as the looped model with the same weights, sampled and greedy."""
+    from cfka_jax.models import family
+
+    fam = family.of(model)
+    scanned = fam.load(dataclasses.replace(model.cfg, scan_layers=True), fam.export(model))
+    keys = jax.random.split(key, len(PROMPTS))
+    for cfg in (SAMPLE, GREEDY):
+        np.testing.assert_array_equal(_run(scanned, PROMPTS, keys, cfg)[0], _run(model, PROMPTS, keys, cfg)[0])
+
+
 def test_seeded_sampling_is_reproducible_and_compiles_once(model, key):
     a, _ = _run(model, PROMPTS, key, SAMPLE)
     compiled = gen._compiled(nnx.graphdef(model), SAMPLE)._cache_size()

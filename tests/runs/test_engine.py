@@ -145,3 +145,31 @@ def test_finish_run_evaluates_when_the_history_has_no_final_eval(run, tmp_path):
     assert calls == [4]
     assert result.final == {"step": 4, **trained.eval_at(4), **best_step(no_final_eval.history, "Original/hFTA")}
     assert json.loads((tmp_path / "final.json").read_text()) == result.final
+
+
+@pytest.mark.parametrize("update", ["full", "lora"])
+def test_consume_trains_the_same_and_frees_the_models_buffers(tmp_path, update):
+    """``consume=True`` hands a bf16 model's arrays to the run: the same parameters as the copying run, frozen
+    leaves kept in bf16 (no float32 master), and the model's own buffers deleted or donated afterwards."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from cfka_jax.models.qwen import QwenConfig, QwenModel
+    from cfka_jax.runs.methods import apply_update
+
+    cfg = QwenConfig(model_type="qwen2", vocab_size=37, hidden_size=24, intermediate_size=29, num_hidden_layers=2,
+                     num_attention_heads=6, num_key_value_heads=2, tie_word_embeddings=True, initializer_range=0.2,
+                     dtype=jnp.bfloat16)
+
+    def run(path, consume):
+        model, trainable = apply_update(QwenModel(cfg, rngs=nnx.Rngs(0)), update, freeze_layers=0, lora_rank=4, seed=0)
+        out = train_lm(model, batch, opt=OPT, loop=LoopConfig(steps=2, log_every=1, progress=False),
+                       folder=RunFolder(path), compute_dtype=jnp.bfloat16, trainable=trainable, consume=consume)
+        return model, out
+
+    _, copied = run(tmp_path / "copy", False)
+    model, consumed = run(tmp_path / "consume", True)
+    jax.tree.map(np.testing.assert_array_equal, copied.params, consumed.params)
+    dtypes = {x.dtype for x in jax.tree.leaves(consumed.params)}
+    assert dtypes == ({jnp.dtype("float32")} if update == "full" else {jnp.dtype("float32"), jnp.dtype("bfloat16")})
+    assert all(x.is_deleted() for x in jax.tree.leaves(nnx.state(model, nnx.Param)))

@@ -1,0 +1,91 @@
+"""``guard="gradient"``: the update under ``lax.cond`` in the donated buffers (no second copy of the state), the
+same numbers as the default guard, a non-finite loss keeps the state, a non-finite update is reported."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from cfka_jax.train.optim import OptimConfig, make_optimizer
+from cfka_jax.train.step import init_state, make_train_step
+from tests.helpers import batch, split, tiny_model
+
+CFG = OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=10)
+
+
+def test_gradient_guard_equals_state_guard_on_finite_steps():
+    graphdef, params, rest = split(tiny_model())
+    tx = make_optimizer(CFG)
+    a = b = init_state(params, tx)
+    sa = make_train_step(graphdef, rest, tx, donate=False)
+    sb = make_train_step(graphdef, rest, tx, donate=False, guard="gradient")
+    for i in range(3):
+        a, ma = sa(a, batch(i))
+        b, mb = sb(b, batch(i))
+        assert bool(mb["finite"]) and float(ma["loss"]) == float(mb["loss"])
+    jax.tree.map(np.testing.assert_array_equal, a, b)
+
+
+def test_gradient_guard_keeps_the_state_on_a_non_finite_loss_and_reports_a_non_finite_update():
+    graphdef, params, rest = split(tiny_model())
+    tx = make_optimizer(CFG)
+    step = make_train_step(graphdef, rest, tx, guard="gradient",
+                           penalty=lambda p, a: jnp.asarray(jnp.nan, jnp.float32))
+    state = init_state(params, tx)
+    before = jax.tree.map(np.asarray, state.params)
+    state, metrics = step(state, batch(0))
+    assert not bool(metrics["finite"]) and int(state.step) == 0
+    jax.tree.map(np.testing.assert_array_equal, state.params, before)
+    # an update that is NaN from a finite gradient: reported, and the state is then the new (non-finite) one
+    nan_tx = optax.GradientTransformation(lambda p: optax.EmptyState(),
+                                          lambda g, s, p=None: (jax.tree.map(lambda x: x * jnp.nan, g), s))
+    step = make_train_step(graphdef, rest, nan_tx, guard="gradient")
+    state, metrics = step(init_state(params, nan_tx), batch(0))
+    assert np.isfinite(float(metrics["grad_norm"])) and not bool(metrics["finite"]) and int(state.step) == 1
+    with pytest.raises(ValueError, match="guard"):
+        make_train_step(graphdef, rest, tx, guard="none")
+
+
+def test_gradient_guard_holds_no_second_state():
+    """XLA's buffer assignment of the donated step where the state dominates (a quadratic objective of four
+    512 × 512 matrices): the default guard keeps the old state while the new one is checked (temporaries ≥ the
+    state's size), ``guard="gradient"`` updates in place (here 8 MiB against 14: the gradient and one
+    parameter-sized tree, against those and a second params + moments)."""
+    params = {f"w{i}": jax.ShapeDtypeStruct((512, 512), jnp.float32) for i in range(4)}
+    tx = make_optimizer(CFG)
+    state = jax.eval_shape(lambda p: init_state(p, tx), params)
+    state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))
+
+    def objective(p, x):
+        return sum(jnp.sum(jnp.square(w - x)) for w in p.values()), {}
+
+    def temp(guard):
+        step = make_train_step(None, None, tx, objective=objective, guard=guard)
+        return step.lower(state, jnp.float32(0.5)).compile().memory_analysis().temp_size_in_bytes
+
+    assert state_bytes <= temp("state") and temp("gradient") + 0.4 * state_bytes < temp("state")
+
+
+@pytest.mark.parametrize("scan,remat", [(False, False), (True, True)], ids=["loop", "scan+remat"])
+def test_blocks_cast_in_their_call_equal_casting_everything_up_front(scan, remat):
+    """``compute_params`` leaves the blocks' float32 masters to each block's own cast (inside the scanned,
+    rematerialised call): loss and gradients are bit-identical to casting every parameter up front."""
+    from flax import nnx
+
+    from cfka_jax.models.qwen import QwenConfig, QwenModel
+    from cfka_jax.train.step import cast_floating, compute_params, lm_loss, master_params
+
+    cfg = QwenConfig(model_type="qwen2", vocab_size=37, hidden_size=24, intermediate_size=29, num_hidden_layers=3,
+                     num_attention_heads=6, num_key_value_heads=2, tie_word_embeddings=True, initializer_range=0.2,
+                     dtype=jnp.bfloat16, scan_layers=scan, remat=remat)
+    graphdef, params, rest = nnx.split(QwenModel(cfg, rngs=nnx.Rngs(0)), nnx.Param, ...)
+    masters = master_params(params)
+    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(compute_params(masters, jnp.bfloat16)["layers"]))
+
+    def loss(cast):
+        return jax.jit(jax.value_and_grad(lambda p: lm_loss(cast(p), graphdef, rest, batch(0))[0]))(masters)
+
+    (a, ga), (b, gb) = loss(lambda p: cast_floating(p, jnp.bfloat16)), loss(lambda p: compute_params(p, jnp.bfloat16))
+    assert float(a) == float(b)
+    jax.tree.map(np.testing.assert_array_equal, ga, gb)
