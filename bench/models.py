@@ -4,6 +4,7 @@
     python bench/models.py train     [--family pythia|qwen|llama] [--batch 8] [--seq 128]
     python bench/models.py generate  [--family pythia|qwen|llama] [--batch 8] [--prompt 32] [--new 64]
     python bench/models.py profile   [--family pythia|qwen|llama]   (why the JAX train step is slow on CPU)
+    python bench/models.py generate  --shape qwen2.5-0.5b [--sample]   (a real model's shape)
 
 Model: a random-init ~17M-parameter fp32 model built from the same HF config on both sides: the registry's
 from-scratch config of the family (``--family``: any registered one) with 6 layers, D = 384, 6 heads (2 KV heads
@@ -14,7 +15,11 @@ The JAX weights are converted from the torch model, so both compute the same fun
 * train: one AdamW step (forward, backward, update) on the next-token loss; JAX whole-step jit with donated
   params/optimizer state vs torch ``loss.backward(); opt.step()``.
 * generate: greedy KV-cached decoding of ``--new`` tokens for ``B`` prompts; ours (one jitted while-loop) vs HF
-  ``generate(do_sample=False)`` (min_new_tokens = max_new_tokens, no EOS).
+  ``generate(do_sample=False)`` (min_new_tokens = max_new_tokens, no EOS); ``--sample``: the replay builders'
+  sampler (T = 1, repetition penalty 1.05) on both sides.
+
+``--shape qwen2.5-0.5b`` (any of ``bench/memory.SHAPES``) replaces the benchmark model by a random-init fp32 model of
+that real shape (the replay-generation table of docs/models_bench.md).
 
 Achieved GFLOP/s use the analytic matmul FLOPs (2 per multiply-add: projections, attention scores and values
 over the full S x S square as both implementations compute it, LM head; x3 for a training step) and are compared
@@ -80,12 +85,23 @@ def hf_config(name: str):
     return transformers.AutoConfig.for_model(**cfg.to_hf_config()), transformers.AutoModelForCausalLM.from_config
 
 
-def build(name: str):
-    """(torch model, NNX model) with identical weights."""
+def build(name: str, shape: str | None = None):
+    """(torch model, NNX model) with identical weights: the family's benchmark size, or with ``shape`` a real
+    model's (``bench/memory.SHAPES``, random init, fp32)."""
     import torch
 
     torch.manual_seed(0)
-    config, make = hf_config(name)
+    if shape is not None:
+        import transformers
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from memory import SHAPES
+
+        fields = {k: v for k, v in SHAPES[shape].items() if k != "architectures"}
+        config = transformers.AutoConfig.for_model(**fields)
+        make = transformers.AutoModelForCausalLM.from_config
+    else:
+        config, make = hf_config(name)
     hf = make(config).eval()
     with tempfile.TemporaryDirectory() as d:
         hf.save_pretrained(d)
@@ -212,7 +228,8 @@ def bench_generate(hf, model, args) -> dict:
     import torch
 
     prompts = np.random.default_rng(2).integers(0, hf.config.vocab_size, (args.batch, args.prompt)).astype(np.int32)
-    cfg = gen.SamplerConfig(max_new_tokens=args.new, temperature=0.0)
+    cfg = gen.SamplerConfig(max_new_tokens=args.new, temperature=1.0 if args.sample else 0.0,
+                            repetition_penalty=1.05 if args.sample else 1.0)
     key = jax.random.key(0)
 
     def ours():
@@ -225,8 +242,10 @@ def bench_generate(hf, model, args) -> dict:
 
     def theirs():
         with torch.inference_mode():
+            sampling = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.05) \
+                if args.sample else dict(do_sample=False)
             return hf.generate(tt, attention_mask=torch.ones_like(tt), max_new_tokens=args.new,
-                               min_new_tokens=args.new, do_sample=False, eos_token_id=None, pad_token_id=0)
+                               min_new_tokens=args.new, eos_token_id=None, pad_token_id=0, **sampling)
 
     ref = theirs()[:, args.prompt:].numpy()
     t_jax, t_torch = timed_pair(ours, theirs, args.iters)
@@ -301,6 +320,11 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--shape", default=None, help="a real model shape of bench/memory.SHAPES (random init, fp32) "
+                    "instead of the family's benchmark size (--family is then the shape's)")
+    ap.add_argument("--sample", action="store_true",
+                    help="generate: the replay sampler (T = 1, repetition penalty 1.05) on both sides, not greedy "
+                         "(tokens then differ: different random streams)")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for torch, BLAS and XLA (1: single-threaded Eigen); default: all cores")
     args = ap.parse_args()
@@ -309,7 +333,7 @@ def main() -> None:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
-    hf, model = build(args.family)
+    hf, model = build(args.family, args.shape)
     if args.what == "profile":
         row = profile(hf, model, args)
         print(json.dumps({"bench": "models_profile", **vars(args), **row, "load_avg_1m": os.getloadavg()[0]}))

@@ -192,7 +192,8 @@ def trainable_value_and_grad(objective: Callable, trainable) -> Callable:
     """``value_and_grad(params, *inputs)`` of ``objective`` differentiated in the trainable leaves only
     (``trainable``: a pytree of bools like the parameters): the frozen leaves enter as constants, so the backward
     pass never computes (nor holds) their gradients, and the returned gradient has exact zeros there. The trainable
-    leaves' gradients are those of ``jax.value_and_grad(objective)``."""
+    leaves' gradients are those of ``jax.value_and_grad(objective)`` to float32 rounding (the smaller program
+    fuses differently: ulp-level differences in a few entries)."""
 
     mask, treedef = jax.tree.flatten(trainable)  # the mask's leaves sit where the parameters' leaves (or their
     # wrappers, e.g. nnx.Param nodes of an nnx.State) are: split the parameters up to its structure
@@ -201,8 +202,10 @@ def trainable_value_and_grad(objective: Callable, trainable) -> Callable:
         parts = treedef.flatten_up_to(params)
 
         def of_trained(trained):
-            it = iter(trained)
-            return objective(treedef.unflatten([next(it) if m else x for x, m in zip(parts, mask)]), *inputs)
+            # fresh wrappers (e.g. nnx.Param nodes) for the frozen leaves, made at this trace level: nnx's lifted
+            # transforms (a block's nnx.remat) refuse variables of an outer trace
+            it, frozen = iter(trained), iter(jax.tree.map(lambda x: x, [x for x, m in zip(parts, mask) if not m]))
+            return objective(treedef.unflatten([next(it) if m else next(frozen) for m in mask]), *inputs)
 
         out, grads = jax.value_and_grad(of_trained, has_aux=True)([x for x, m in zip(parts, mask) if m])
         it = iter(grads)
