@@ -65,6 +65,8 @@ SHAPES = {
 }
 """HF ``config.json`` sizes of the three models (from their published configs)."""
 BIG = ("qwen3-1.7b",)
+FULL_FLOOR_GIB = {"qwen3-1.7b": 1_720_574_976 * 16 / 1024**3}
+"""16 B per parameter of the full update (the parameter count as ``bench/cpt_real.py`` counts it)."""
 GIB = 1024**3
 WORDS = ("court statute lease contract appeal judge ruling tenant estate plaintiff defendant evidence witness "
          "verdict motion clause party damages remedy breach notice title deed trust").split()
@@ -413,6 +415,11 @@ def main() -> None:
             rows.append(row)
             continue
         for update in args.updates:
+            if shape in BIG and update == "full" and available_gib() < FULL_FLOOR_GIB[shape]:
+                print(f"skipped {shape} full: its full-update floor ({FULL_FLOOR_GIB[shape]:.1f} GiB) exceeds the "
+                      f"{available_gib():.1f} GiB available", flush=True)
+                rows.append({"shape": shape, "update": update, "skipped": "floor exceeds available memory"})
+                continue
             cmd = [sys.executable, __file__, "--child", "--shape", shape, "--update", update, "--folder", str(folder),
                    "--batch", str(args.batch), "--seq", str(args.seq), "--opt-state-dtype", args.opt_state_dtype]
             cmd += (["--remat"] if args.remat else []) + (["--loss-chunk", str(args.loss_chunk)] if args.loss_chunk else [])
