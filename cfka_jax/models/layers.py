@@ -346,11 +346,16 @@ def make_stacked(make_block: Callable[[nnx.Rngs], nnx.Module], num_layers: int, 
 
 def _in_dtype(block, dtype):
     """``block`` with its floating parameters in ``dtype`` (the same block when they already are)."""
-    graphdef, state = nnx.split(block)
-    leaves = jax.tree.leaves(state)
-    if dtype is None or all(x.dtype == dtype or not jnp.issubdtype(x.dtype, jnp.floating) for x in leaves):
+    if dtype is None:
         return block
-    cast = jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, state)
+
+    def floating(x):  # a block's state may also hold non-array leaves (e.g. a keyed dropout's callable)
+        return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating)
+
+    graphdef, state = nnx.split(block)
+    if all(x.dtype == dtype for x in jax.tree.leaves(state) if floating(x)):
+        return block
+    cast = jax.tree.map(lambda x: x.astype(dtype) if floating(x) else x, state)
     return nnx.merge(graphdef, cast)
 
 
