@@ -2,6 +2,7 @@
 
     python bench/geometry.py [--scale small] [--arch pythia] [--preset ch1] [--rh-form gram|explicit] [--hidden 256]
                              [--layers 6] [--pool 2000] [--pretrain-steps 0] [--train-chunk 50]
+                             [--model-vocab 151936] [--feature-chunk 50] [--exact-test 10] [--exact-product numpy]
 
 The synthetic identification task of ``cfka geometry attribution`` (small scale: 100 test × 900 train sequences
 of 18 tokens, so 90,000 pairs) on its base model. ``--hidden`` / ``--layers`` / ``--pool`` (train sequences, a
@@ -19,6 +20,14 @@ Both methods score every (test, train) pair:
   without recomputing the test gradients). ``--exact-train N`` runs the exact side on the first N train
   sequences only and extrapolates its time linearly to the pool (every train chunk costs the same; the test
   gradients are paid once), reported as ``exact_extrapolated``; the agreement columns are then over those pairs.
+  ``--exact-test M`` does the same on the test side (at a real vocabulary 100 test gradients of ~1e8 floats do not
+  fit): test gradients scale by m/M, products by mn/(M·n′); ``exact_needed_buffer_bytes`` is what the whole test
+  set would hold. ``--exact-product numpy`` runs the products through numpy's BLAS instead of XLA.
+
+``--model-vocab V`` gives the model V embedding/head rows (151,936: the Qwen2.5 vocabulary) while the task keeps
+its own ids, so the readout dominates P as in a real LM; the forward side then stores g compacted to V′
+(``--g-store compact``, ``sequence_features(vocab_ids=...)``) and runs ``--feature-chunk`` sequences per forward
+so that the ``[chunk, S, V]`` logits, not ``[N, S, V]``, are its largest buffer.
 
 Peak memory: a thread samples the resident set size (``bench/memory.py``'s ``PeakSampler``) per phase
 (``forward`` runs first, then ``exact``, so the exact phase's peak includes what the forward phase left); the
@@ -90,13 +99,17 @@ def nbytes(tree) -> int:
     return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
 
 
-def forward_only(params, net, task, preset: str, vocab_mask, rh_form: str = "gram"):
-    """(scores, clock, bytes of the train-side features the scores are computed from)."""
+def forward_only(params, net, task, preset: str, vocab_mask, rh_form: str = "gram", compact: bool = False,
+                 chunk: int = 0):
+    """(scores, clock, bytes of the train-side features the scores are computed from). ``compact`` stores g on
+    the ids of ``vocab_mask`` only (``sequence_features(vocab_ids=...)``); ``chunk`` > 0 runs the forward that many
+    sequences at a time."""
     gh = attribution.PRESETS[preset][1]
-    feats = jax.jit(functools.partial(attribution.sequence_features, net=net, gh=gh, vocab_mask=vocab_mask))
+    ids = None if vocab_mask is None else np.flatnonzero(np.asarray(vocab_mask))
+    store = {"vocab_ids": ids} if compact and ids is not None else {"vocab_mask": vocab_mask}
+    feats = jax.jit(functools.partial(attribution.sequence_features, net=net, gh=gh, chunk=chunk or None, **store))
     if rh_form == "explicit":
-        ids = None if vocab_mask is None else np.flatnonzero(np.asarray(vocab_mask))
-        score = jax.jit(functools.partial(attribution.rh_scores, vocab_ids=ids))
+        score = jax.jit(functools.partial(attribution.rh_scores, vocab_ids=None if "vocab_ids" in store else ids))
     else:
         score = jax.jit(functools.partial(attribution.gram_scores, preset=preset))
     clock = Clock()
@@ -107,38 +120,59 @@ def forward_only(params, net, task, preset: str, vocab_mask, rh_form: str = "gra
     return out, clock, nbytes(a) + nbytes(b)
 
 
-def exact(params, net, task, scope: str, train_chunk: int = 0, train_limit: int = 0):
-    """(scores, clock, bytes of the gradients held at once, train sequences done): all train gradients at once
-    (``train_chunk`` 0) or the test gradients kept and the train gradients ``train_chunk`` sequences at a time;
-    ``train_limit`` > 0 stops after that many train sequences (whole chunks), and ``clock`` then holds the time
-    extrapolated linearly to the whole pool (``clock.measured_*`` the measured part)."""
+def numpy_exact_scores(grads_a: dict, grads_b: dict) -> np.ndarray:
+    """``baselines.exact_scores`` through numpy's BLAS (host arrays, no copy on CPU): at m′, c ≈ 10 against P ≈ 1e8
+    the product is memory-bound and XLA:CPU's dot ran it ~3× slower than OpenBLAS here."""
+    return sum(np.asarray(grads_a[p]) @ np.asarray(grads_b[p]).T for p in grads_a)
+
+
+def exact(params, net, task, scope: str, train_chunk: int = 0, train_limit: int = 0, test_limit: int = 0,
+          product: str = "xla"):
+    """(scores, clock, bytes of the gradients held at once, train sequences done, test sequences done): all train
+    gradients at once (``train_chunk`` 0) or the test gradients kept and the train gradients ``train_chunk``
+    sequences at a time. ``train_limit`` > 0 stops after that many train sequences (whole chunks) and
+    ``test_limit`` > 0 takes the first that many test sequences; ``clock`` then holds the time extrapolated to the
+    whole split: test gradients × m/m′, train gradients × n/n′, products × (m n)/(m′ n′) (each is linear in its
+    count), with ``clock.measured_*`` the measured part and ``clock.parts`` the three measured times. ``product``:
+    ``xla`` (``baselines.exact_scores`` jitted) or ``numpy`` (:func:`numpy_exact_scores`)."""
     grads = jax.jit(functools.partial(baselines.sequence_grads, net=net, scope=scope))
     score = jax.jit(baselines.exact_scores)
     clock = Clock()
     te, tr = task.batch("test"), task.batch("train")
-    n = tr["tokens"].shape[0]
+    n, m = tr["tokens"].shape[0], te["tokens"].shape[0]
     c = n if train_chunk <= 0 else train_chunk
     if n % c:
         raise SystemExit(f"--train-chunk {train_chunk} must divide the {n} train sequences")
     done = n if train_limit <= 0 else min(n, -(-train_limit // c) * c)
+    m_done = m if test_limit <= 0 else min(m, test_limit)
+    te = jax.tree.map(lambda x: x[:m_done], te)
     chunks = [jax.tree.map(lambda x, i=i: x[i:i + c], tr) for i in range(0, done, c)]
     g_te = clock.compile(grads, params, te)
-    g_tr = g_te if c == te["tokens"].shape[0] else clock.compile(grads, params, chunks[0])
+    g_tr = g_te if c == m_done else clock.compile(grads, params, chunks[0])
     gte, _ = clock.run(g_te, params, te)
-    test_s, test_cpu = clock.run_s, clock.cpu_s
+    parts = {"test_grads_s": clock.run_s, "train_grads_s": 0.0, "products_s": 0.0}
+    cpu = {"test_grads_s": clock.cpu_s, "train_grads_s": 0.0, "products_s": 0.0}
     held = nbytes(gte)
     prod, cols = None, []
     for chunk in chunks:
-        gtr, _ = clock.run(g_tr, params, chunk)
-        held = max(held, nbytes(gte) + nbytes(gtr))
-        if prod is None:
-            prod = clock.compile(score, gte, gtr)
-        cols.append(clock.run(prod, gte, gtr))
-        del gtr
+        for key, fn, args in (("train_grads_s", g_tr, (params, chunk)), ("products_s", None, None)):
+            t, t_cpu = clock.run_s, clock.cpu_s
+            if fn is not None:
+                gtr, _ = clock.run(fn, *args)
+                held = max(held, nbytes(gte) + nbytes(gtr))
+            else:
+                if prod is None:
+                    prod = numpy_exact_scores if product == "numpy" else clock.compile(score, gte, gtr)
+                cols.append(clock.run(prod, gte, gtr))
+                del gtr
+            parts[key] += clock.run_s - t
+            cpu[key] += clock.cpu_s - t_cpu
     clock.measured_run_s, clock.measured_cpu_s = clock.run_s, clock.cpu_s
-    clock.run_s = test_s + (clock.run_s - test_s) * n / done
-    clock.cpu_s = test_cpu + (clock.cpu_s - test_cpu) * n / done
-    return np.concatenate([np.asarray(x) for x in cols], axis=1), clock, held, done
+    scale = {"test_grads_s": m / m_done, "train_grads_s": n / done, "products_s": m * n / (m_done * done)}
+    clock.run_s = sum(parts[k] * scale[k] for k in parts)
+    clock.cpu_s = sum(cpu[k] * scale[k] for k in cpu)
+    clock.parts = parts
+    return np.concatenate([np.asarray(x) for x in cols], axis=1), clock, held, done, m_done
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -160,6 +194,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--exact-train", dest="exact_train", type=int, default=0,
                     help="exact side: run only the first N train sequences (whole chunks) and extrapolate its time "
                          "linearly to the pool (0 = all); agreement is then over those pairs")
+    ap.add_argument("--exact-test", dest="exact_test", type=int, default=0,
+                    help="exact side: run only the first M test sequences and extrapolate (0 = all); with a real "
+                         "vocabulary m test gradients of P floats each do not fit in memory")
+    ap.add_argument("--model-vocab", dest="model_vocab", type=int, default=None,
+                    help="the model's vocabulary (embedding/head rows), e.g. 151936 for the Qwen2.5 shapes; the "
+                         "task uses its own first ids")
+    ap.add_argument("--g-store", dest="g_store", choices=("compact", "masked"), default="compact",
+                    help="forward side: g stored on the |V′| ids (compact) or at the full vocabulary, zero outside V′")
+    ap.add_argument("--feature-chunk", dest="feature_chunk", type=int, default=0,
+                    help="forward side: sequences per forward pass (0 = a whole split at once)")
+    ap.add_argument("--exact-product", dest="exact_product", choices=("xla", "numpy"), default="xla",
+                    help="exact side: the G_test G_trainᵀ products jitted (XLA) or through numpy's BLAS")
     ap.add_argument("--threads", type=int, default=None, help="1: single-threaded XLA")
     return ap.parse_args(argv)
 
@@ -175,8 +221,12 @@ def bench_scale(args: argparse.Namespace) -> Scale:
         raise SystemExit(f"--pretrain-steps must be >= 0, got {args.pretrain_steps}")
     if args.train_chunk < 0:
         raise SystemExit(f"--train-chunk must be >= 0, got {args.train_chunk}")
-    if args.exact_train < 0:
-        raise SystemExit(f"--exact-train must be >= 0, got {args.exact_train}")
+    for flag, v in (("--exact-train", args.exact_train), ("--exact-test", args.exact_test),
+                    ("--feature-chunk", args.feature_chunk)):
+        if v < 0:
+            raise SystemExit(f"{flag} must be >= 0, got {v}")
+    if args.model_vocab is not None and args.model_vocab < s.task.vocab_size:
+        raise SystemExit(f"--model-vocab {args.model_vocab} is below the task's {s.task.vocab_size} ids")
     model = s.model
     if args.hidden:
         if args.hidden % model.heads:
@@ -199,22 +249,26 @@ def main(argv=None) -> None:
     if args.rh_form == "explicit" and args.preset != "ch1":
         raise SystemExit("--rh-form explicit needs --preset ch1 (GH is never materialised, spec pitfall 20)")
     with PeakSampler() as mem:
-        task, model, _ = base_model(s, args.arch)
+        task, model, _ = base_model(s, args.arch, args.model_vocab)
         net, params = Net.split(model)
+        vocab = args.model_vocab or s.task.vocab_size
         mask = None
         if args.vocab == "total_unique":
-            mask = attribution.total_unique_mask([task.train_tokens, task.test_tokens], s.task.vocab_size)
+            mask = attribution.total_unique_mask([task.train_tokens, task.test_tokens], vocab)
+        fwd_opts = {"compact": args.g_store == "compact", "chunk": args.feature_chunk}
         mem.mark("forward")
         start = {"forward": mem.rss()}
-        fwd, fclock, f_bytes = forward_only(params, net, task, args.preset, mask, args.rh_form)
+        fwd, fclock, f_bytes = forward_only(params, net, task, args.preset, mask, args.rh_form, **fwd_opts)
         mem.mark("exact")
         start["exact"] = mem.rss()
-        ex, eclock, e_bytes, done = exact(params, net, task, "all", args.train_chunk, args.exact_train)
+        ex, eclock, e_bytes, done, m_done = exact(params, net, task, "all", args.train_chunk, args.exact_train,
+                                                  args.exact_test, args.exact_product)
         mem.mark("checks")
-        ro = exact(params, net, task, "readout_only", args.train_chunk, args.exact_train)[0]
-        rh = fwd if args.preset == "ch1" else forward_only(params, net, task, "ch1", mask)[0]
+        ro = exact(params, net, task, "readout_only", args.train_chunk, args.exact_train, args.exact_test,
+                   args.exact_product)[0]
+        rh = fwd if args.preset == "ch1" else forward_only(params, net, task, "ch1", mask, **fwd_opts)[0]
     pairs = int(np.prod(np.shape(fwd)))
-    fwd, rh = (np.asarray(x)[:, :done] for x in (fwd, rh))
+    fwd, rh = (np.asarray(x)[:m_done, :done] for x in (fwd, rh))
     fwd, ex, ro, rh = (np.asarray(x, np.float64).ravel() for x in (fwd, ex, ro, rh))
     dominant = np.abs(rh) >= np.abs(ex - rh)
     n_params = int(sum(x.size for x in jax.tree.leaves(params)))
@@ -226,7 +280,12 @@ def main(argv=None) -> None:
            "forward_pairs_per_s": pairs / fclock.run_s, "exact_pairs_per_s": pairs / eclock.run_s,
            "ratio": eclock.run_s / fclock.run_s, "forward_s": fclock.run_s, "exact_s": eclock.run_s,
            "forward_cpu_s": fclock.cpu_s, "exact_cpu_s": eclock.cpu_s, "ratio_cpu": eclock.cpu_s / fclock.cpu_s,
-           "exact_train_measured": done, "exact_extrapolated": done < len(task.train_tokens),
+           "exact_product": args.exact_product, "model_vocab": vocab, "vocab_prime": None if mask is None else int(mask.sum()), "g_store": args.g_store,
+           "feature_chunk": args.feature_chunk, "exact_train_measured": done, "exact_test_measured": m_done,
+           "exact_extrapolated": done < len(task.train_tokens) or m_done < len(task.test_tokens),
+           **{f"exact_measured_{k}": v for k, v in eclock.parts.items()},
+           "exact_needed_buffer_bytes": int(e_bytes * (len(task.test_tokens) + (args.train_chunk or len(
+               task.train_tokens))) / (m_done + (args.train_chunk or len(task.train_tokens)))),
            "exact_measured_s": eclock.measured_run_s, "exact_measured_cpu_s": eclock.measured_cpu_s,
            "forward_compile_s": fclock.compile_s, "exact_compile_s": eclock.compile_s,
            "forward_buffer_bytes": f_bytes, "exact_buffer_bytes": e_bytes,

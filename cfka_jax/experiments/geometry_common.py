@@ -62,12 +62,15 @@ def scale(name: str) -> Scale:
     return SCALES[name]
 
 
-def base_model(s: Scale, arch: str = "qwen"):
-    """(task, base model fitted on the pretraining classes, its loss curve)."""
+def base_model(s: Scale, arch: str = "qwen", vocab_size: int | None = None):
+    """(task, base model fitted on the pretraining classes, its loss curve). ``vocab_size`` (≥ the task's) gives
+    the model more embedding/head rows than the task uses (a real model's vocabulary, for benchmarks)."""
     task = make_task(s.task)
+    if vocab_size is not None and vocab_size < s.task.vocab_size:
+        raise ValueError(f"vocab_size {vocab_size} is below the task's {s.task.vocab_size} ids")
     model_cfg = dataclasses.replace(s.model, arch=arch)
     batch = min(32, len(task.pretrain_tokens))
-    model, losses = fit(model_cfg.build(s.task.vocab_size), task, steps=s.pretrain_steps, batch_size=batch)
+    model, losses = fit(model_cfg.build(vocab_size or s.task.vocab_size), task, steps=s.pretrain_steps, batch_size=batch)
     return task, model, losses
 
 

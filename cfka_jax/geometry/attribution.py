@@ -90,29 +90,59 @@ def topk_unique_masks(lp_NSV: Float[Array, "N S V"], keep_NS: Float[Array, "N S"
 
 @highest
 def sequence_features(params, batch: dict, *, net: Net, gh: str | None = "gh_inputln", vocab_mask=None,
-                      keep_pad_target: bool = False) -> SeqFeatures:
+                      vocab_ids=None, keep_pad_target: bool = False, chunk: int | None = None) -> SeqFeatures:
     """RH/GH factors of the sequences of ``batch`` (``tokens``, optional ``attention_mask``; one forward pass).
 
-    ``vocab_mask``: None (full V), a ``[V]`` mask shared by all sequences or per-sequence ``[N, V]`` masks.
+    ``vocab_mask``: None (full V), a ``[V]`` mask shared by all sequences or per-sequence ``[N, V]`` masks; g is
+    stored at the full width V, zero outside V′.
+    ``vocab_ids``: instead of a mask, the sorted ids of one V′ shared by all sequences; g is then stored
+    **compacted**, ``g[..., k] = g_full[..., vocab_ids[k]]`` (``[N, S, |V′|]``) and ``P_t = W[V′]ᵀ g_t[V′]`` from
+    the same rows. Every score of two feature sets compacted to the same ids equals the masked full-V score
+    (the dropped columns are zero there); only the storage shrinks from V to |V′| (at a 152k vocabulary and
+    |V′| = 50, by 3,000×). The forward still computes the full-V softmax: g is not renormalised on V′.
+    ``chunk``: run the forward ``chunk`` sequences at a time (``lax.map``), so the ``[chunk, S, V]`` logits are
+    the largest buffer instead of ``[N, S, V]``; the features are the same.
     """
+    if vocab_mask is not None and vocab_ids is not None:
+        raise ValueError("pass vocab_mask or vocab_ids, not both")
+    if gh is not None and gh not in GH_STREAMS:
+        raise ValueError(f"unknown GH streams {gh!r}; choose from {sorted(GH_STREAMS)}")
     tokens = batch["tokens"]
     attn = batch.get("attention_mask")
-    st = forward_streams(net.model(params), tokens, attention_mask_BS=attn)
-    g = force_from_logprobs(target_logprobs(st.logits), tokens)
-    keep = attribution_mask(jnp.ones_like(tokens) if attn is None else attn, keep_pad_target=keep_pad_target,
-                            dtype=g.dtype)
-    g = g * keep[..., None]
-    if vocab_mask is not None:
-        m = jnp.asarray(vocab_mask, g.dtype)
-        g = g * (m[None, None, :] if m.ndim == 1 else m[:, None, :])
-    p = readout_projection(readout_matrix(params, net.cfg).astype(g.dtype), g)
-    h = to_targets(st.final).astype(g.dtype)
-    if gh is None:
-        streams = jnp.zeros(h.shape[:2] + (0, h.shape[-1]), h.dtype)
+    attn = jnp.ones_like(tokens) if attn is None else attn
+    ids = None if vocab_ids is None else jnp.asarray(vocab_ids, jnp.int32)
+    mask = None if vocab_mask is None else jnp.asarray(vocab_mask)
+    w_VD = readout_matrix(params, net.cfg)
+    w_VD = w_VD if ids is None else w_VD[ids]
+
+    def features(tok_BS, attn_BS, mask_BV):
+        st = forward_streams(net.model(params), tok_BS, attention_mask_BS=attn_BS)
+        lp = target_logprobs(st.logits)
+        if ids is None:
+            g = force_from_logprobs(lp, tok_BS)
+        else:  # e_y − p on the V′ columns only: the [B, S, V] force is never formed
+            g = (tok_BS[..., None] == ids[None, None, :]).astype(lp.dtype) - jnp.exp(jnp.take(lp, ids, axis=-1))
+        keep = attribution_mask(attn_BS, keep_pad_target=keep_pad_target, dtype=g.dtype)
+        g = g * keep[..., None]
+        if shared is not None:
+            g = g * shared.astype(g.dtype)[None, None, :]
+        if mask_BV is not None:
+            g = g * mask_BV.astype(g.dtype)[:, None, :]
+        p = readout_projection(w_VD.astype(g.dtype), g)
+        h = to_targets(st.final).astype(g.dtype)
+        streams = None if gh is None else to_targets(getattr(st, GH_STREAMS[gh])[:, :, 1:]).astype(g.dtype)
+        return g, h, p, streams, keep
+
+    n = tokens.shape[0]
+    shared = mask if mask is not None and mask.ndim == 1 else None
+    mask = None if shared is not None else mask
+    if chunk is None or chunk >= n:
+        g, h, p, streams, keep = features(tokens, attn, mask)
     else:
-        if gh not in GH_STREAMS:
-            raise ValueError(f"unknown GH streams {gh!r}; choose from {sorted(GH_STREAMS)}")
-        streams = to_targets(getattr(st, GH_STREAMS[gh])[:, :, 1:]).astype(g.dtype)
+        one = lambda x: jax.tree.map(lambda a: a[0], features(*(None if a is None else a[None] for a in x)))
+        g, h, p, streams, keep = jax.lax.map(one, (tokens, attn, mask), batch_size=chunk)
+    if streams is None:
+        streams = jnp.zeros(h.shape[:2] + (0, h.shape[-1]), h.dtype)
     return SeqFeatures(g=g, h=h, p=p, streams=streams, keep=keep)
 
 

@@ -111,3 +111,30 @@ def test_datainf_matches_its_formula_written_out(x64, key):
     np.testing.assert_allclose(got, ref, rtol=F64.exact_rtol)
     flipped = {p: -x for p, x in tr.items()}, {p: -x for p, x in te.items()}
     np.testing.assert_allclose(baselines.datainf_scores(flipped[1], cte, flipped[0], ctr), got, rtol=F64.exact_rtol)
+
+
+def test_compacted_and_chunked_features_give_the_masked_full_vocabulary_scores(pythia, tokens):
+    """``vocab_ids`` stores g on V′ only and ``chunk`` runs the forward a few sequences at a time: the stored
+    columns equal the masked full-V force, and every preset's score is the full-V one."""
+    _, net, params = pythia
+    batch = {"tokens": tokens, "attention_mask": jnp.ones_like(tokens).at[1, 6:].set(0)}
+    mask = np.zeros(41, bool)
+    mask[[0, 3, 4, 9, 17, 40]] = True
+    ids = np.flatnonzero(mask)
+    feats = functools.partial(attribution.sequence_features, net=net, gh="gh_raw")
+    full = jax.jit(functools.partial(feats, vocab_mask=mask))(params, batch)
+    compact = jax.jit(functools.partial(feats, vocab_ids=ids, chunk=2))(params, batch)
+    chunked = jax.jit(functools.partial(feats, vocab_mask=mask, chunk=2))(params, batch)
+    assert compact.g.shape == (3, 9, 6)
+    np.testing.assert_array_equal(compact.g, full.g[..., ids])  # the same e_y − p at the kept columns
+    for name in ("h", "streams", "keep", "g"):
+        np.testing.assert_array_equal(getattr(chunked, name), getattr(full, name))  # lax.map: the same program
+    np.testing.assert_allclose(compact.p, full.p, rtol=F32.exact_rtol, atol=F32.op_atol)
+    for preset in ("ch1", "ch1-ch2"):
+        ref = attribution.gram_scores(full, full, preset=preset)
+        np.testing.assert_allclose(attribution.gram_scores(compact, compact, preset=preset), ref,
+                                   rtol=F32.exact_rtol, atol=F32.op_atol * float(jnp.max(jnp.abs(ref))))
+    np.testing.assert_allclose(attribution.rh_scores(compact, compact), attribution.rh_scores(full, full, ids),
+                               rtol=F32.exact_rtol, atol=F32.op_atol)
+    with pytest.raises(ValueError, match="not both"):
+        attribution.sequence_features(params, batch, net=net, vocab_mask=mask, vocab_ids=ids)
