@@ -24,7 +24,8 @@ def _loss(cfg, ops, pair, phi_warmup=None):
     return lambda phi: meta.outer_loss(phi, ops, pair, tiny.FNS, cfg, phi_warmup=phi_warmup)[0]
 
 
-@pytest.mark.parametrize("cfg", [ADAMW, SGD], ids=["adamw2_ref", "sgd1_paper"])
+@pytest.mark.parametrize("cfg", [pytest.param(ADAMW, marks=pytest.mark.slow), SGD],  # AdamW: ~25 s of x64 compiles
+                         ids=["adamw2_ref", "sgd1_paper"])
 def test_check_grads_order_2(x64, key, cfg):
     """With the warm-up weights held at φ0 the truncated objective is an ordinary function of φ: its first and
     second derivatives (forward and reverse mode) must match finite differences."""

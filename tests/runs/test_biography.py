@@ -94,6 +94,7 @@ def test_bf16_pt_smoke(tmp_path):
     assert final["step"] == BIOGRAPHY["smoke"].pt.steps and 0.0 <= final["Original/sFTA"] <= 1.0
 
 
+@pytest.mark.slow  # ~25 s; tests/runs/test_method.py checks the EWC hook under LoRA in the default run
 def test_ewc_under_lora_penalises_the_effective_weights(pt_run):
     root, _ = pt_run
     spec = CPTSpec(preset="smoke", method="ewc", update="lora", ewc_lambda=1e6, out=str(root / "cpt-ewc-lora"),

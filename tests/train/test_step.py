@@ -44,6 +44,8 @@ def test_training_reduces_loss():
     assert float(lm_loss(state.params, graphdef, rest, b)[0]) < before - 0.1
 
 
+@pytest.mark.slow  # ~16 s; EWC at λ = 0 reducing to plain training is checked end to end by
+#                     tests/experiments/test_corpus_cpt.py::test_ewc_and_rho1_run_and_reduce_to_naive
 def test_ewc_lambda_zero_equals_plain_step():
     graphdef, params, rest = split(tiny_model())
     fisher = fisher_batch_mean(params, graphdef, rest, [batch(7)], total_chunks=3)
