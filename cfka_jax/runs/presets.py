@@ -199,6 +199,11 @@ BIOGRAPHY["names150x4"] = dataclasses.replace(
 BIOGRAPHY["names150x16"] = dataclasses.replace(
     BIOGRAPHY["names150"], name="names150x16",
     cpt=dataclasses.replace(BIOGRAPHY["names150"].cpt, steps=6400, warmup=640, eval_every=1600, ckpt_every=1600))
+# The same dose axis at 600 people with shared names: names600's world, model and PT with 4× its CPT steps; a
+# names600 PT folder serves it.
+BIOGRAPHY["names600x4"] = dataclasses.replace(
+    BIOGRAPHY["names600"], name="names600x4",
+    cpt=dataclasses.replace(BIOGRAPHY["names600"].cpt, steps=6400, warmup=320, eval_every=1600, ckpt_every=1600))
 # The 1-Aug world of issue #23 (Allen-Zhu & Li's bioS single): names150 with ONE training biography per person
 # (and the three test biographies), the same PT and CPT steps, so each training biography is seen 5× as often.
 BIOGRAPHY["names150_1aug"] = dataclasses.replace(BIOGRAPHY["names150"], name="names150_1aug", bios_per_person=1)

@@ -35,6 +35,9 @@ def test_bpe_vocab_reaches_the_data_config_and_presets_reach_the_world():
     one = BIOGRAPHY["names150_1aug"].data_config().bio
     assert one.train_bios_per_person == 1 and one.name_pool == BIOGRAPHY["names150"].name_pool
     assert BIOGRAPHY["names150x16"].cpt.steps == 16 * BIOGRAPHY["names150"].cpt.steps
+    x4, one = BIOGRAPHY["names600x4"], BIOGRAPHY["names600"]
+    assert x4.cpt.steps == 4 * one.cpt.steps and x4.cpt.warmup == 4 * one.cpt.warmup
+    assert (x4.pt, x4.data_config(), x4.model) == (one.pt, one.data_config(), one.model)
 
 
 def test_collect_joins_corpus_measures_and_cpt_runs(tmp_path):
