@@ -98,6 +98,11 @@ class Float32:
     grad_sq_atol: float = _entry(
         1e-9, "absolute floor for squared float32 gradients (Fisher entries): below ~1e-9 the square is dominated "
               "by the rounding of a near-zero gradient entry, and a relative comparison says nothing")
+    contraction_rtol: float = _entry(
+        1e-6, "the same float32 elementwise expressions compiled in two different programs (a fused AdamW vs "
+              "optax's chain, a stored-rounded state vs its float32 reference): LLVM may contract a·x + b·y into "
+              "one FMA in one program and not the other, one rounding per operation; used relative to a leaf's "
+              "largest entry, measured ≤ 1.2e-7 after 6 AdamW steps")
     adam_batched_rtol: float = _entry(
         1e-4, "parameters after a few AdamW steps whose gradients come from two batching routes (a seed-ensemble "
               "member vs its lone run): Adam divides each gradient entry by its own running RMS, so the ulp-level "

@@ -14,7 +14,7 @@ sequences with restarting position ids still see earlier documents (spec §11 de
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax.nnx as nnx
 import flax.struct
@@ -485,6 +485,21 @@ def forward_decoder(
     )
 
 
+class HeadView(NamedTuple):
+    """The LM head as a loss on the final hidden states sees it (``train/step.chunked_token_nll_loss``):
+    ``view(x_BSD)`` are the logits; ``weight`` is the head's one matrix when it is a plain one (the tied embedding
+    ``[V, D]``, layout ``VD``, or a bias-free ``nnx.Linear`` kernel ``[D, V]``, layout ``DV``) and None otherwise
+    (an adapted head); ``dtype`` is the dtype the head computes in."""
+
+    apply: Callable[[Array], Array]
+    weight: Array | None
+    layout: str
+    dtype: Any
+
+    def __call__(self, x_BSD: Float[Array, "B S D"]) -> Float[Array, "B S V"]:
+        return self.apply(x_BSD)
+
+
 class DecoderLM(nnx.Module):
     """The shell, call and cache interface every model family shares.
 
@@ -527,6 +542,35 @@ class DecoderLM(nnx.Module):
         """The LM head: ``x @ E^T`` with tied embeddings, else the ``HEAD`` linear."""
         return self._embed().attend(x_BSD) if self.cfg.tie_word_embeddings else getattr(self, self.HEAD)(x_BSD)
 
+    def _lookup(self, tokens_BS: Int[Array, "B S"]) -> Float[Array, "B S D"]:
+        """The input embedding's rows of ``tokens_BS`` in the embedding's dtype: gathered, then cast. The same
+        numbers as ``nnx.Embed``'s cast-then-gather, without a cast copy of the whole table when it is held in
+        another dtype (a mixed-precision step's float32 master, :meth:`cast_on_use`)."""
+        embed = self._embed()
+        table = embed.embedding[...]
+        return jnp.take(table, tokens_BS, axis=0).astype(embed.dtype or table.dtype)
+
+    def _plain_head(self) -> nnx.Linear | None:
+        """The untied head when it is a plain bias-free ``nnx.Linear`` (not an adapter wrapping one), else None."""
+        head = None if self.cfg.tie_word_embeddings else getattr(self, self.HEAD)
+        return head if type(head) is nnx.Linear and head.bias is None else None
+
+    def head_view(self) -> HeadView:
+        """The head as :class:`HeadView` (logits function, its plain weight matrix and layout, compute dtype)."""
+        if self.cfg.tie_word_embeddings:
+            return HeadView(self._head, self._embed().embedding[...], "VD", self.cfg.dtype)
+        head = self._plain_head()
+        return HeadView(self._head, None if head is None else head.kernel[...], "DV", self.cfg.dtype)
+
+    def cast_on_use(self) -> tuple[str, ...]:
+        """Top-level parameter names whose modules cast their own parameters to ``cfg.dtype`` where they use them:
+        the blocks (inside each block's call), the input embedding (:meth:`_lookup` casts the gathered rows,
+        ``nnx.Embed.attend`` the table) and a plain untied head (``nnx.Linear`` casts its kernel). A
+        mixed-precision step leaves these as float32 masters instead of casting them up front
+        (``train/step.compute_params``): the same numbers, without a ``cfg.dtype`` copy of each held across the
+        step (a tiled loss never casts more than one tile of the head, ``train/losses.head_nll_sum``)."""
+        return ("layers", self.EMBED) + ((self.HEAD,) if self._plain_head() is not None else ())
+
     def rope_frequencies(self) -> Float[Array, " R2"]:
         """The RoPE inverse frequencies of every call (default ``rope_inv_freq(*self._rope())``)."""
         return rope_inv_freq(*self._rope())
@@ -547,7 +591,7 @@ class DecoderLM(nnx.Module):
         rotary_dim, theta = self._rope()
         return forward_decoder(
             tokens_BS,
-            embed=self._embed(),
+            embed=self._lookup,
             layers=self.layers,
             final_norm=self._final_norm(),
             head=self._head,

@@ -142,12 +142,17 @@ def checksums(leaves: list) -> list[np.ndarray]:
 
 
 def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = False,
-         held: tuple[Path, ...] = ()) -> pathlib.Path:
+         held: tuple[Path, ...] = (), compress: bool = False) -> pathlib.Path:
     """Write ``tree`` (any pytree of arrays) and ``step`` to ``directory`` (created; must not exist unless
     ``force``). Returns the absolute path. Blocks until the write has finished.
 
     ``held``: key paths of leaves *not* stored (module docstring); their checksums are stored instead, and
-    :func:`restore` takes them from its target."""
+    :func:`restore` takes them from its target.
+
+    ``compress``: zstd-compress the array files. Off by default: a compressed write stages the compressed copy
+    of every array in memory (measured: +1.85 GiB of peak RSS for a 2 GiB tree, against +0.01 GiB uncompressed,
+    and 2.5x the time), and a trained float32 state compresses by ~10 % only (``bench/memory.py --checkpoints``).
+    :func:`restore` reads either."""
     path = pathlib.Path(directory).absolute()
     flat, _, _ = _flatten(tree)
     held = tuple(tuple(p) for p in held)
@@ -158,9 +163,9 @@ def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = Fa
             "step": jnp.asarray(step, jnp.int32)}
     if held:
         item["held"] = nest(dict(zip(held, checksums([flat[p] for p in held]), strict=True)))
-    with ocp.StandardCheckpointer() as ckptr:  # closed on exit: no async thread or event loop outlives the write
-        ckptr.save(path, item, force=force)
-        ckptr.wait_until_finished()
+    handler = ocp.PyTreeCheckpointHandler(use_compression=compress)
+    with ocp.Checkpointer(handler) as ckptr:  # synchronous, closed on exit: no thread or event loop outlives it
+        ckptr.save(path, args=ocp.args.PyTreeSave(item), force=force)
     return path
 
 

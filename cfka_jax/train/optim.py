@@ -159,6 +159,73 @@ def decay_mask(params):
     return jax.tree.map(lambda p: getattr(p, "ndim", 0) >= 2, params)
 
 
+def reference_clip_adamw(cfg: OptimConfig, post: optax.GradientTransformation | None = None):
+    """optax's ``chain(clip_by_global_norm, adamw(schedule, mask=decay_mask)[, post])``: the definition
+    :func:`fused_clip_adamw` computes (same state, same numbers)."""
+    return optax.chain(optax.clip_by_global_norm(cfg.clip_norm),
+                       optax.adamw(lr_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay,
+                                   mask=decay_mask),
+                       *((post,) if post is not None else ()))
+
+
+def fused_clip_adamw(cfg: OptimConfig, post: optax.GradientTransformation | None = None
+                     ) -> optax.GradientTransformation:
+    """Global-norm clipping then AdamW (then ``post``), bit for bit :func:`reference_clip_adamw` (same ``init``,
+    same state tree, so checkpoints of either restore into the other), written so that a compiled step holds no
+    gradient-sized temporary beside the gradient. Per trained leaf, with ‖g‖ the global norm, c = ``clip_norm``
+    and k the new count:
+
+        ĝ = g if ‖g‖ < c else (g / ‖g‖)·c
+        μ ← (1 − β₁) ĝ + β₁ μ,        ν ← (1 − β₂) ĝ² + β₂ ν
+        u = −lr(k − 1) · ( (μ / (1 − β₁ᵏ)) / (sqrt(ν / (1 − β₂ᵏ)) + ε) + λ·p [matrices only] )
+
+    optax computes ĝ once and feeds it to both moment updates, so the compiler materialises ĝ for every leaf (a
+    second gradient, 4 B per parameter, measured at the 0.5B shape: 1.56 GiB of the step's temporaries); here
+    each moment recomputes ĝ from g (the second from ``optimization_barrier(g)``, so the two are not merged
+    again) inside its own elementwise update, which writes into the donated moment in place. Same operations on
+    the same values: the results are identical (``tests/train/test_fused_adamw.py``)."""
+    schedule = lr_schedule(cfg)
+    reference = reference_clip_adamw(cfg, post)
+    b1, b2, eps, max_norm = cfg.b1, cfg.b2, cfg.eps, cfg.clip_norm
+
+    def update(updates, state, params=None):
+        if params is None:
+            raise ValueError("fused_clip_adamw needs the parameters (weight decay)")
+        clip_state, (adam, decay_state, sched), *post_states = state
+        g_norm = optax.tree.norm(updates)
+        trigger = jnp.squeeze(g_norm < max_norm)
+        count = optax.safe_increment(adam.count)
+        correction1 = (1 - b1**count).astype(jnp.float32)
+        correction2 = (1 - b2**count).astype(jnp.float32)
+        step_size = -1 * schedule(sched.count)
+        leaves, treedef = jax.tree.flatten(updates)
+        flat = [treedef.flatten_up_to(t) for t in (params, adam.mu, adam.nu, decay_mask(params))]
+
+        def clipped(g):
+            return jax.lax.select(trigger, g, (g / g_norm.astype(g.dtype)) * max_norm)
+
+        new_u, new_mu, new_nu = [], [], []
+        for g, p, mu, nu, decays in zip(leaves, *flat):
+            mu = ((1 - b1) * clipped(g) + b1 * mu).astype(mu.dtype)
+            nu = ((1 - b2) * (clipped(jax.lax.optimization_barrier(g)) ** 2) + b2 * nu).astype(nu.dtype)
+            u = (mu / correction1.astype(mu.dtype)) / (jnp.sqrt(nu / correction2.astype(nu.dtype) + 0.0) + eps)
+            if decays:
+                u = u + cfg.weight_decay * p
+            new_u.append(jnp.array(step_size, dtype=u.dtype) * u)
+            new_mu.append(mu)
+            new_nu.append(nu)
+        sched_count = optax.safe_increment(sched.count)
+        out = treedef.unflatten(new_u)
+        adam = adam._replace(count=count, mu=treedef.unflatten(new_mu), nu=treedef.unflatten(new_nu))
+        new_state = [clip_state, (adam, decay_state, sched._replace(count=sched_count))]
+        if post is not None:
+            out, post_state = post.update(out, post_states[0], params)
+            new_state.append(post_state)
+        return out, tuple(new_state)
+
+    return optax.GradientTransformation(reference.init, update)
+
+
 def make_optimizer(cfg: OptimConfig, trainable=None, post: optax.GradientTransformation | None = None,
                    core: optax.GradientTransformation | None = None) -> optax.GradientTransformation:
     """Clip → AdamW (→ ``post``) on trainable leaves; frozen leaves (``trainable`` False) get exactly zero updates.
@@ -179,12 +246,10 @@ def make_optimizer(cfg: OptimConfig, trainable=None, post: optax.GradientTransfo
     if core is not None and cfg.state_dtype != "float32":
         raise ValueError(f"--opt-state-dtype {cfg.state_dtype} stores AdamW's moments; this run's optimiser "
                          f"replaces AdamW (RecAdam keeps the start parameters in its state) and needs float32")
-    adamw = optax.chain(
-        optax.clip_by_global_norm(cfg.clip_norm),
-        core if core is not None else optax.adamw(lr_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
-                                                  weight_decay=cfg.weight_decay, mask=decay_mask),
-        *((post,) if post is not None else ()),
-    )
+    if core is None:
+        adamw = fused_clip_adamw(cfg, post)
+    else:
+        adamw = optax.chain(optax.clip_by_global_norm(cfg.clip_norm), core, *((post,) if post is not None else ()))
     if cfg.state_dtype != "float32":
         adamw = state_in_dtype(adamw, STATE_DTYPES[cfg.state_dtype])
     if trainable is None:

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from cfka_jax.train.losses import chunked_masked_mean_nll, masked_mean_nll
+from cfka_jax.train.losses import chunked_masked_mean_nll, masked_mean_nll, tiled_masked_mean_nll
 from cfka_jax.train.optim import masked_tx
 
 Penalty = Callable[[Any, Any], jax.Array]
@@ -79,17 +79,33 @@ def token_nll_loss(logits_BSV: jax.Array, batch: dict) -> tuple[jax.Array, jax.A
     return masked_mean_nll(logits_BSV, batch["tokens"], batch["target_mask"])
 
 
-def chunked_token_nll_loss(chunk: int) -> LossFn:
-    """The default objective computed from the final hidden states in chunks of ``chunk`` predicting rows
-    (``losses.chunked_masked_mean_nll``): the same mean NLL without the ``[B, S, V]`` logits, log-softmax and their
-    gradients in memory (the logits buffers dominate a train step's temporaries at real vocabularies). The
-    returned loss is marked ``on_hidden``: :func:`lm_loss` calls it as ``loss(final_hidden_BSD, head, batch)``;
-    the model's full logits are then never used, and the compiler drops them."""
-    if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
-        raise ValueError(f"loss chunk must be a positive integer (rows per chunk), got {chunk!r}")
+VOCAB_TILE = 8192
+"""Columns of the head's weight one tile of :func:`chunked_token_nll_loss` holds (a ``[chunk, 8192]`` float32
+block of logits is 8 MiB at 256 rows)."""
+
+
+def chunked_token_nll_loss(chunk: int, vocab_tile: int = VOCAB_TILE) -> LossFn:
+    """The default objective computed from the final hidden states, ``chunk`` predicting rows at a time: the same
+    mean NLL without the ``[B, S, V]`` logits, log-softmax and their gradients in memory (the logits buffers
+    dominate a train step's temporaries at real vocabularies). The returned loss is marked ``on_hidden``:
+    :func:`lm_loss` calls it as ``loss(final_hidden_BSD, head, batch)`` with the model's ``head_view()``
+    (``models/layers.HeadView``); the model's full logits are then never used, and the compiler drops them.
+
+    When the head is one plain matrix (a tied embedding, a bias-free untied linear) the vocabulary is tiled as
+    well (``losses.tiled_masked_mean_nll``, ``vocab_tile`` columns at a time, a custom gradient that writes the
+    head's gradient tile by tile): no copy of the head's weight in any dtype is held, forward or backward.
+    Otherwise (an adapted head) each chunk calls the head (``losses.chunked_masked_mean_nll``)."""
+    for name, value in (("loss chunk", chunk), ("vocab tile", vocab_tile)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer (rows per chunk / columns per tile), got {value!r}")
 
     def loss(final_BSD, head, batch: dict):
-        return chunked_masked_mean_nll(final_BSD, head, batch["tokens"], batch["target_mask"], chunk)
+        tokens, mask = batch["tokens"], batch["target_mask"]
+        weight = getattr(head, "weight", None)
+        if weight is not None:
+            return tiled_masked_mean_nll(final_BSD, weight, tokens, mask, layout=head.layout,
+                                         compute_dtype=head.dtype, row_chunk=chunk, vocab_tile=vocab_tile)
+        return chunked_masked_mean_nll(final_BSD, head, tokens, mask, chunk)
 
     loss.on_hidden = True
     loss.chunk = chunk
@@ -98,12 +114,14 @@ def chunked_token_nll_loss(chunk: int) -> LossFn:
 
 def lm_loss(params, graphdef, rest, batch: dict, loss_fn: LossFn = token_nll_loss):
     """(loss, number of targets) of the merged model on ``batch``: ``loss_fn(logits, batch)``, or for a loss marked
-    ``on_hidden`` (:func:`chunked_token_nll_loss`) ``loss_fn(final_hidden, head, batch)``."""
+    ``on_hidden`` (:func:`chunked_token_nll_loss`) ``loss_fn(final_hidden, head, batch)`` where ``head`` is the
+    model's ``head_view()`` (its ``_head`` for a model without one)."""
     if getattr(loss_fn, "on_hidden", False):
         model = nnx.merge(graphdef, params, rest)
         out = model(batch["tokens"], positions_BS=batch.get("positions"),
                     attention_mask_BT=batch.get("attention_mask"), segment_ids_BS=batch.get("segment_ids"))
-        return loss_fn(out.final_hidden, model._head, batch)
+        head = model.head_view() if hasattr(model, "head_view") else model._head
+        return loss_fn(out.final_hidden, head, batch)
     return loss_fn(model_logits(graphdef, params, rest, batch), batch)
 
 
@@ -137,15 +155,24 @@ BLOCKS = "layers"
 """The attribute of a ``models.layers.DecoderLM`` holding its blocks (looped list or one stacked block)."""
 
 
-def compute_params(params, dtype):
-    """The parameters a mixed-precision step runs on: every floating leaf cast to ``dtype`` except the blocks'
-    (``params[BLOCKS]``), which each block casts to its model's ``cfg.dtype`` inside its own call
-    (``models/layers.forward_decoder``'s ``param_dtype``): the same numbers as casting everything up front (use
-    a model whose ``cfg.dtype`` is ``dtype``), without a ``dtype`` copy of every block held from the forward to the
-    backward pass (with ``scan_layers`` and ``remat`` only one block's copy exists at a time)."""
-    if not hasattr(params, "items") or BLOCKS not in params:
+def compute_params(params, dtype, keep: tuple[str, ...] = (BLOCKS,)):
+    """The parameters a mixed-precision step runs on: every floating leaf cast to ``dtype`` except the top-level
+    entries named in ``keep``, whose modules cast them to the model's ``cfg.dtype`` where they use them: the blocks
+    (``params[BLOCKS]``: each block inside its own call, ``models/layers.forward_decoder``'s ``param_dtype``) and,
+    as the model names them (``DecoderLM.cast_on_use``), the input embedding and a plain head. The same numbers as
+    casting everything up front (use a model whose ``cfg.dtype`` is ``dtype``), without a ``dtype`` copy of each
+    held from the forward to the backward pass (with ``scan_layers`` and ``remat`` only one block's copy exists at a
+    time; the tiled loss casts one tile of the head at a time)."""
+    if not hasattr(params, "items") or not any(k in params for k in keep):
         return cast_floating(params, dtype)
-    return type(params)({k: v if k == BLOCKS else cast_floating(v, dtype) for k, v in params.items()})
+    return type(params)({k: v if k in keep else cast_floating(v, dtype) for k, v in params.items()})
+
+
+def cast_on_use(graphdef, params, rest) -> tuple[str, ...]:
+    """The top-level parameter names the merged model casts itself (``DecoderLM.cast_on_use``; the blocks only for
+    a model without that method)."""
+    model = nnx.merge(graphdef, params, rest)
+    return tuple(model.cast_on_use()) if hasattr(model, "cast_on_use") else (BLOCKS,)
 
 
 def master_params(params):
@@ -166,7 +193,8 @@ def lm_objective(graphdef, rest, *, loss_fn: LossFn = token_nll_loss, penalty: P
     """
 
     def objective(params, batch, penalty_args=None):
-        compute = params if compute_dtype is None else compute_params(params, compute_dtype)
+        compute = (params if compute_dtype is None
+                   else compute_params(params, compute_dtype, cast_on_use(graphdef, params, rest)))
         lm, count = lm_loss(compute, graphdef, rest, batch, loss_fn)
         pen = penalty(params, penalty_args) if penalty is not None else jnp.zeros((), jnp.float32)
         return lm + pen, {"loss": lm, "penalty": pen, "targets": count}
