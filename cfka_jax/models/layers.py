@@ -567,8 +567,10 @@ class DecoderLM(nnx.Module):
         the blocks (inside each block's call), the input embedding (:meth:`_lookup` casts the gathered rows,
         ``nnx.Embed.attend`` the table) and a plain untied head (``nnx.Linear`` casts its kernel). A
         mixed-precision step leaves these as float32 masters instead of casting them up front
-        (``train/step.compute_params``): the same numbers, without a ``cfg.dtype`` copy of each held across the
-        step (a tiled loss never casts more than one tile of the head, ``train/losses.head_nll_sum``)."""
+        (``train/step.compute_params``): the same forward numbers and gradients, except that a tied embedding's
+        two gradient parts (lookup and head) are summed in float32 instead of ``cfg.dtype``; and no ``cfg.dtype``
+        copy of each is held across the step (a tiled loss casts one tile of the head at a time,
+        ``train/losses.head_nll_sum``)."""
         return ("layers", self.EMBED) + ((self.HEAD,) if self._plain_head() is not None else ())
 
     def rope_frequencies(self) -> Float[Array, " R2"]:

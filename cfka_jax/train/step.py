@@ -159,9 +159,10 @@ def compute_params(params, dtype, keep: tuple[str, ...] = (BLOCKS,)):
     """The parameters a mixed-precision step runs on: every floating leaf cast to ``dtype`` except the top-level
     entries named in ``keep``, whose modules cast them to the model's ``cfg.dtype`` where they use them: the blocks
     (``params[BLOCKS]``: each block inside its own call, ``models/layers.forward_decoder``'s ``param_dtype``) and,
-    as the model names them (``DecoderLM.cast_on_use``), the input embedding and a plain head. The same numbers as
-    casting everything up front (use a model whose ``cfg.dtype`` is ``dtype``), without a ``dtype`` copy of each
-    held from the forward to the backward pass (with ``scan_layers`` and ``remat`` only one block's copy exists at a
+    as the model names them (``DecoderLM.cast_on_use``), the input embedding and a plain head. The same loss and
+    gradients as casting everything up front (use a model whose ``cfg.dtype`` is ``dtype``; a tied embedding's
+    lookup and head gradients are summed in float32 instead of ``dtype``), without a ``dtype`` copy of each held
+    from the forward to the backward pass (with ``scan_layers`` and ``remat`` only one block's copy exists at a
     time; the tiled loss casts one tile of the head at a time)."""
     if not hasattr(params, "items") or not any(k in params for k in keep):
         return cast_floating(params, dtype)
