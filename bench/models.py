@@ -1,7 +1,7 @@
 """Benchmark: the Flax NNX model ports against HF torch (eager mode) on this CPU, same config and batch.
 
     python bench/models.py forward   [--family pythia|qwen|llama] [--batch 8] [--seq 128]
-    python bench/models.py train     [--family pythia|qwen|llama] [--batch 8] [--seq 128]
+    python bench/models.py train     [--family pythia|qwen|llama] [--batch 8] [--seq 128] [--loss-chunk ROWS]
     python bench/models.py generate  [--family pythia|qwen|llama] [--batch 8] [--prompt 32] [--new 64]
     python bench/models.py profile   [--family pythia|qwen|llama]   (why the JAX train step is slow on CPU)
     python bench/models.py generate  --shape qwen2.5-0.5b [--sample]   (a real model's shape)
@@ -13,7 +13,9 @@ The JAX weights are converted from the torch model, so both compute the same fun
 
 * forward: logits of ``[B, S]`` tokens; JAX ``jax.jit`` over split state vs torch ``inference_mode``.
 * train: one AdamW step (forward, backward, update) on the next-token loss; JAX whole-step jit with donated
-  params/optimizer state vs torch ``loss.backward(); opt.step()``.
+  params/optimizer state vs torch ``loss.backward(); opt.step()``. ``--loss-chunk ROWS``: the JAX side computes
+  the same mean NLL with the library's chunked, vocabulary-tiled head loss (``train/losses.head_nll_sum``: one
+  ``custom_vjp``, no ``B x S x V`` log-softmax in memory) instead of a log-softmax of the full logits.
 * generate: greedy KV-cached decoding of ``--new`` tokens for ``B`` prompts; ours (one jitted while-loop) vs HF
   ``generate(do_sample=False)`` (min_new_tokens = max_new_tokens, no EOS); ``--sample``: the replay builders'
   sampler (T = 1, repetition penalty 1.05) on both sides.
@@ -188,8 +190,20 @@ def bench_train(hf, model, args) -> dict:
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = optax.adamw(1e-4, weight_decay=0.1)
 
+    if args.loss_chunk:  # the library's chunked, vocabulary-tiled NLL (train/step.chunked_token_nll_loss)
+        from cfka_jax.train.step import chunked_token_nll_loss, lm_loss
+
+        chunked = chunked_token_nll_loss(args.loss_chunk)
+
+        def objective(p, tokens):
+            data = {"tokens": tokens, "target_mask": jnp.ones(tokens.shape, jnp.float32)}
+            return lm_loss(p, graphdef, rest, data, chunked)[0]
+    else:
+        def objective(p, tokens):
+            return _nll(nnx.merge(graphdef, p, rest)(tokens).logits, tokens)
+
     def step(params, opt_state, tokens):
-        loss, grads = jax.value_and_grad(lambda p: _nll(nnx.merge(graphdef, p, rest)(tokens).logits, tokens))(params)
+        loss, grads = jax.value_and_grad(objective)(params, tokens)
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
@@ -320,6 +334,9 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--loss-chunk", type=int, default=None,
+                    help="train: the JAX step's loss is the library's chunked, vocabulary-tiled NLL with this many rows "
+                         "per chunk (the same mean NLL; default: log-softmax of the full logits, as HF computes it)")
     ap.add_argument("--shape", default=None, help="a real model shape of bench/memory.SHAPES (random init, fp32) "
                     "instead of the family's benchmark size (--family is then the shape's)")
     ap.add_argument("--sample", action="store_true",
