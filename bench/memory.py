@@ -287,24 +287,32 @@ def child(args) -> dict:
 def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dtype: str,
                  loss_chunk: int | None = None, scan_layers: bool = False, guard: str = "state") -> dict:
     """XLA's buffer assignment of the full-update train step (``train/step.make_train_step``, bf16 compute,
-    fp32 masters): argument / output / aliased / temporary bytes, without running the step."""
+    fp32 masters): argument / output / aliased / temporary bytes, compiled on abstract shapes (the folder's
+    ``config.json`` only; no weight is read and the step is not run)."""
+    import dataclasses
+
     import flax.nnx as nnx
+    import jax
     import jax.numpy as jnp
 
-    from cfka_jax.models import from_pretrained
+    from cfka_jax.models import family, hub
     from cfka_jax.train import step as S
     from cfka_jax.train.optim import OptimConfig, make_optimizer
 
-    model = from_pretrained(folder, dtype=jnp.bfloat16, remat=remat, scan_layers=scan_layers)
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    cfg = family.config_from_hf(hub.read_config(folder), dtype=jnp.bfloat16)
+    cfg = dataclasses.replace(cfg, remat=remat, scan_layers=scan_layers)
+    graphdef, params, rest = nnx.split(nnx.eval_shape(lambda: family.of(cfg).build(cfg)), nnx.Param, ...)
+    params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, jnp.float32), params)  # fp32 masters
     tx = make_optimizer(OptimConfig(warmup_steps=0, total_steps=1, state_dtype=opt_state_dtype))
-    state = S.init_state(S.master_params(params), tx)
-    tokens = jnp.zeros((batch, seq), jnp.int32)
+    state = jax.eval_shape(lambda p: S.init_state(p, tx), params)
+    tokens = jax.ShapeDtypeStruct((batch, seq), jnp.int32)
     loss = {"loss_fn": S.chunked_token_nll_loss(loss_chunk)} if loss_chunk else {}
     step = S.make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16, guard=guard, **loss)
-    m = step.lower(state, {"tokens": tokens, "target_mask": jnp.ones_like(tokens)}).compile().memory_analysis()
+    m = step.lower(state, {"tokens": tokens, "target_mask": tokens}).compile().memory_analysis()
+    n = sum(x.size for x in jax.tree.leaves(params))
     return {"argument_gib": m.argument_size_in_bytes / GIB, "output_gib": m.output_size_in_bytes / GIB,
-            "alias_gib": m.alias_size_in_bytes / GIB, "temp_gib": m.temp_size_in_bytes / GIB}
+            "alias_gib": m.alias_size_in_bytes / GIB, "temp_gib": m.temp_size_in_bytes / GIB,
+            "fp32_gradient_gib": 4 * n / GIB}
 
 
 # ------------------------------------------------------------------------------------------------ the parent

@@ -223,3 +223,32 @@ def test_bad_values_give_one_error_line_and_exit_2(argv, words, tmp_path, capsys
     for word in words:
         assert word in last, (word, last)
     assert os.listdir(tmp_path) == [], "a rejected command wrote files"
+
+
+def test_xla_flags_add_the_memory_scheduler_and_keep_the_users_settings():
+    from cfka_jax.cli import XLA_CPU_FLAGS, xla_flags
+
+    assert xla_flags("") == " ".join(XLA_CPU_FLAGS)
+    assert xla_flags("--xla_dump_to=/tmp/x") == "--xla_dump_to=/tmp/x " + " ".join(XLA_CPU_FLAGS)
+    mine = "--xla_cpu_enable_concurrency_optimized_scheduler=true"
+    assert xla_flags(mine) == mine  # the user's own value wins
+
+
+def test_a_cfka_process_compiles_with_the_memory_scheduler(tmp_path):
+    """In a fresh ``cfka`` process the flag reaches XLA: eight chained bf16 matmuls hold one float32 upcast at a
+    time instead of all eight (the concurrency scheduler hoists them)."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys; from cfka_jax import cli; os.environ['XLA_FLAGS'] = cli.xla_flags(os.environ.get("
+            "'XLA_FLAGS', '')); import jax, jax.numpy as jnp; "
+            "w = [jax.ShapeDtypeStruct((512, 1536), jnp.bfloat16)] * 8; x = jax.ShapeDtypeStruct((64, 512), "
+            "jnp.bfloat16); f = lambda x, w: [x := (x @ v)[:, :512] for v in w][-1]; "
+            "print(jax.jit(f).lower(x, w).compile().memory_analysis().temp_size_in_bytes)")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "XLA_FLAGS"}
+    lean = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                              check=True).stdout.split()[-1])
+    plain = int(subprocess.run([sys.executable, "-c", code.replace("cli.xla_flags(", "(")], capture_output=True,
+                               text=True, env=env, check=True).stdout.split()[-1])
+    upcast = 512 * 1536 * 4
+    assert lean < 3 * upcast < 6 * upcast < plain, (lean, plain)
