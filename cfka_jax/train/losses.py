@@ -136,9 +136,9 @@ def head_nll_sum(
     return _head_nll(layout, jnp.dtype(compute_dtype), row_chunk, vocab_tile)(h_ND, weight, y_N, w_N)
 
 
-def _head_dims(layout: str, n_rows_axis: int = 1):
+def _head_dims(layout: str):
     """``dot_general`` dimension numbers of ``h_CD · W_tile`` for a layout (contract D)."""
-    return (((n_rows_axis,), (1,)), ((), ())) if layout == "VD" else (((n_rows_axis,), (0,)), ((), ()))
+    return (((1,), (1,)), ((), ())) if layout == "VD" else (((1,), (0,)), ((), ()))
 
 
 @functools.lru_cache(maxsize=None)
