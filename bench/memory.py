@@ -33,7 +33,8 @@ the final hidden states, ``ROWS`` predicting positions at a time, no ``B x S x V
 hold, in bytes per parameter: trained leaves 16 (float32 master 4 + float32 gradient 4 + AdamW moments 4 + 4;
 with ``--opt-state-dtype bfloat16`` 12), frozen leaves 2 (their bf16 weights). ``ratio`` = peak / floor
 (the largest phase peak over the whole child). Children of the 1.7B shape run only when ``free`` reports more
-than ``--big-free-gib`` GiB available. Prints a table and ends with one JSON line.
+than ``--big-free-gib`` GiB available. Every process runs with the XLA flags of a ``cfka`` process
+(``cfka_jax/cli.XLA_CPU_FLAGS``: XLA:CPU's memory scheduler). Prints a table and ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -396,6 +397,9 @@ def main() -> None:
     ap.add_argument("--update", help=argparse.SUPPRESS)
     ap.add_argument("--folder", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    from cfka_jax.cli import xla_flags  # the XLA flags a `cfka` process runs with (the children inherit them)
+
+    os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""))
     if args.child:
         print("RESULT " + json.dumps(child(args)))
         return
