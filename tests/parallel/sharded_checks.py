@@ -28,7 +28,7 @@ from cfka_jax.theory.train import SGDConfig  # noqa: E402
 from cfka_jax.theory.world import WorldConfig, make_world  # noqa: E402
 from cfka_jax.train.checkpoint import restore, save  # noqa: E402
 from cfka_jax.train.optim import OptimConfig, make_optimizer  # noqa: E402
-from cfka_jax.train.step import init_state, make_train_step  # noqa: E402
+from cfka_jax.train.step import chunked_token_nll_loss, init_state, make_train_step  # noqa: E402
 from cfka_jax.models.qwen import QwenConfig, QwenModel  # noqa: E402
 
 
@@ -62,14 +62,14 @@ def sweep_check() -> dict:
             "sweep_devices": len(jax.tree.leaves(sharded)[0].sharding.device_set)}
 
 
-def _train(mesh, steps: int = 3):
+def _train(mesh, steps: int = 3, **loss):
     graphdef, params, rest = nnx.split(_model(), nnx.Param, ...)
     tx = make_optimizer(OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=1, total_steps=8))
     state, shardings = init_state(params, tx), None
     if mesh is not None:
         shardings = tree_shardings(state, mesh)
         state = place(state, shardings)
-    step = make_train_step(graphdef, rest, tx, state_sharding=shardings)
+    step = make_train_step(graphdef, rest, tx, state_sharding=shardings, **loss)
     for t in range(steps):
         b = _batch(t) if mesh is None else place(_batch(t), batch_sharding(mesh))
         state, metrics = step(state, b)
@@ -85,6 +85,12 @@ def train_check() -> dict:
         kernel = sharded.params["layers"][0]["self_attn"]["q_proj"]["kernel"][...]
         out[f"train_{shape}"] = {"max_diff": _max_diff(single, sharded), "loss_diff": abs(loss - loss_s),
                                  "q_kernel_spec": str(kernel.sharding.spec)}
+    tiled = {"loss_fn": chunked_token_nll_loss(20, vocab_tile=13)}  # the vocabulary-tiled head loss on a sharded head
+    single_t, loss_t = _train(None, **tiled)
+    sharded_t, loss_ts = _train(make_mesh(MeshConfig(2, 2, 2)), **tiled)
+    embedding = sharded_t.params["embed_tokens"]["embedding"][...]
+    out["train_tiled_(2, 2, 2)"] = {"max_diff": _max_diff(single_t, sharded_t), "loss_diff": abs(loss_t - loss_ts),
+                                    "vs_full_logits": abs(loss_t - loss), "embedding_spec": str(embedding.sharding.spec)}
     return out
 
 

@@ -1,5 +1,5 @@
-"""Sharded == single-device on 8 forced host CPU devices: a theory sweep, a train step on two meshes, greedy
-generation, and a checkpoint written on a (2, 4) mesh restored on (8, 1) and on one device.
+"""Sharded == single-device on 8 forced host CPU devices: a theory sweep, a train step on two meshes (and with the
+vocabulary-tiled head loss on one), greedy generation, and a checkpoint written on a (2, 4) mesh restored on (8, 1) and on one device.
 
 The checks run in one subprocess (``tests/parallel/sharded_checks.py``) because the device count is fixed when JAX
 starts and this test process already runs with the 2 devices of tests/conftest.py.
@@ -14,6 +14,7 @@ import sys
 import pytest
 from jax.sharding import PartitionSpec as P
 
+import cfka_jax.models  # noqa: F401 (the families register their parameter axes with parallel/rules)
 from cfka_jax.parallel.mesh import MeshConfig, make_mesh, parse_mesh
 from cfka_jax.parallel.rules import logical_axes, spec_for
 from tests.tolerances import F32
@@ -43,6 +44,14 @@ def test_sharded_train_step_equals_one_device(results, shape):
     assert "fsdp" in r["q_kernel_spec"]  # the parameters really are sharded
     if shape == "(2, 2, 2)":
         assert "tensor" in r["q_kernel_spec"]
+
+
+def test_sharded_tiled_head_loss_equals_one_device(results):
+    """The vocabulary-tiled head loss (``--loss-chunk``) over a sharded tied embedding: the same training as on one
+    device, and the same loss as the full-logits step."""
+    r = results["train_tiled_(2, 2, 2)"]
+    assert r["max_diff"] <= F32.op_atol and r["loss_diff"] <= F32.exact_rtol and r["vs_full_logits"] <= F32.exact_rtol
+    assert r["embedding_spec"] != "PartitionSpec()"  # the head really is sharded
 
 
 def test_sharded_greedy_generation_gives_identical_tokens(results):
