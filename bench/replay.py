@@ -2,7 +2,7 @@
 
     python bench/replay.py [--pt-dir runs/stoc-small/pt-small-qwen] [--rows 64] [--threads 1]
 
-1. The whole small-preset build (``cfka_jax/experiments/biography_replay.py``: attention scores of every ``cpt_train``
+1. The whole small-preset build (``experiments/biography_replay.py``: attention scores of every ``cpt_train``
    biography, 3 spans of 3 tokens each, 3 samples of 128 tokens per prompt at T = 1.0 with repetition penalty
    1.05 through EOS, MinHash LSH over the decoded candidates, the token-budget draw), timed stage by stage:
    prompts/s, generated tokens/s, MinHash docs/s and the wall time (target ≤ 5 minutes on 2 cores).

@@ -2,7 +2,7 @@
 
 Sizes are small primes (V = 41/37, F = 37/29) so that transposition bugs cannot hide; ``initializer_range`` 0.2
 makes the logits O(1), so forces and energies are far from their trivial values. The proof checks re-run these
-same configs in float64 (``cfka_jax/proofs_check/geometry_models.py``); here they are float32, as the ports validate.
+same configs in float64 (``proofs_check/geometry_models.py``); here they are float32, as the ports validate.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ for every generator of the group (the matrix form for GL(n), one scalar per inde
 Biases of the scaled output channels scale with their kernels and join the same side; biases after the scaled
 map (o_proj, down_proj, dense) do not. Discrete SGD conserves C up to O(η²) per step; weight decay λ (gradient
 ℓ + λ‖θ‖²/2 with the same per-leaf rates) gives dC/dt = −2λ (Σ_A θᵀθ − Σ_B θθᵀ), the unit-rate value of C.
-Adam's per-coordinate normalisation breaks every family (``cfka_jax/proofs_check/check_port_invariants.py``).
+Adam's per-coordinate normalisation breaks every family (``proofs_check/check_port_invariants.py``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Centring (``centre=True``, the project default): softmax over objects is invaria
 Y (``theory/optimum.py``), so the mean over o of v_{o,s} carries no information and the learned column does not
 pay for it. The project's DI therefore uses the object-centred ṽ_{o,s} = v_{o,s} − mean_o v_{o,s}; the quoted
 form (``centre=False``) keeps the raw ln Pr(s|o), whose norm is dominated by how many tokens share the slot.
-``cfka_jax/proofs_check/check_diversity.py`` measures both.
+``proofs_check/check_diversity.py`` measures both.
 
 Support convention (decision #3): the sum over o runs over objects that co-occur with s, i.e. whose
 Pr(s|o) exceeds the world's smoothing floor by ``support_margin``; with ``support='all'`` every object counts.

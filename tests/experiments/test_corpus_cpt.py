@@ -1,4 +1,4 @@
-"""Smoke tests of cfka_jax/experiments/corpus_cpt.py (bring-your-own corpus CPT with replay and MC evaluation), on a tiny
+"""Smoke tests of experiments/corpus_cpt.py (bring-your-own corpus CPT with replay and MC evaluation), on a tiny
 Qwen3 folder and word-level tokenizer written to tmp_path."""
 
 import csv

@@ -1,4 +1,4 @@
-"""`cfka geometry` (cfka_jax/experiments/geometry.py): every subcommand parses; smoke runs write their tables and plots."""
+"""`cfka geometry` (experiments/geometry.py): every subcommand parses; smoke runs write their tables and plots."""
 
 import dataclasses
 import json

@@ -1,4 +1,4 @@
-"""Smoke run of the KnowEdit CPT script (cfka_jax/experiments/knowedit.py): naive, LAMOL and STOC on a tiny local model."""
+"""Smoke run of the KnowEdit CPT script (experiments/knowedit.py): naive, LAMOL and STOC on a tiny local model."""
 
 import json
 

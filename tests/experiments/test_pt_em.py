@@ -1,4 +1,4 @@
-"""cfka_jax/experiments/pt_em.py: train vs test EM of a finished PT model; an unfinished folder is refused."""
+"""experiments/pt_em.py: train vs test EM of a finished PT model; an unfinished folder is refused."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""cfka report on two fixture run folders and one stream folder (cfka_jax/experiments/report.py)."""
+"""cfka report on two fixture run folders and one stream folder (experiments/report.py)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""cfka_jax/experiments/stoc_regime.py: config checks, the collected table, and (slow) a smoke study end to end."""
+"""experiments/stoc_regime.py: config checks, the collected table, and (slow) a smoke study end to end."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""The world-size sweep (cfka_jax/experiments/stoc_scale.py): config checks, the presets it walks, the table, and (slow) a
+"""The world-size sweep (experiments/stoc_scale.py): config checks, the presets it walks, the table, and (slow) a
 resumable smoke sweep."""
 
 import dataclasses

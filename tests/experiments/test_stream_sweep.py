@@ -1,4 +1,4 @@
-"""cfka_jax/experiments/stream_sweep.py: every shipped configuration parses; the table reads stream folders."""
+"""experiments/stream_sweep.py: every shipped configuration parses; the table reads stream folders."""
 
 import json
 import types

@@ -1,4 +1,4 @@
-"""cfka_jax/experiments/taalm.py and taalm_biography.py: shipped presets parse, the report tables, the CLI arguments, and
+"""experiments/taalm.py and taalm_biography.py: shipped presets parse, the report tables, the CLI arguments, and
 (slow) smoke runs."""
 
 import dataclasses

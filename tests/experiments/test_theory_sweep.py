@@ -1,4 +1,4 @@
-"""Smoke test of `cfka sweep` (cfka_jax/experiments/theory_sweep.py) on a tiny grid."""
+"""Smoke test of `cfka sweep` (experiments/theory_sweep.py) on a tiny grid."""
 
 import csv
 import json

@@ -1,7 +1,7 @@
 """Token factors, per-token gradients, scopes and the one-step change on the tiny ports (spec §3.1–§3.2).
 
 The float64 versions of the identities (≤ 1e-10) and the η² order test are proof checks
-(``cfka_jax/proofs_check/check_geometry_readout.py``, ``check_geometry_tied.py``); here they run in float32.
+(``proofs_check/check_geometry_readout.py``, ``check_geometry_tied.py``); here they run in float32.
 """
 
 import jax

@@ -56,7 +56,7 @@ def _rate_tree(params):
     return jax.tree_util.tree_unflatten(jax.tree.structure(params), [rate(n) for n in names])
 
 
-SLOW = pytest.mark.slow  # ~5 s each on an idle 2-core machine; cfka_jax/proofs_check/check_port_invariants covers every
+SLOW = pytest.mark.slow  # ~5 s each on an idle 2-core machine; proofs_check/check_port_invariants covers every
 # port, and qwen2-linear (default) holds every qwen2 family but norm_final (tied head) plus qo and kv
 
 

@@ -1,4 +1,4 @@
-"""The stages of ``cfka_jax/experiments/taalm.py`` (each resumes from the run folder): tokenizer, set selection, φ,
+"""The stages of ``experiments/taalm.py`` (each resumes from the run folder): tokenizer, set selection, φ,
 LAMA-CKL and TemporalWiki per method, reports. Library calls only."""
 
 from __future__ import annotations

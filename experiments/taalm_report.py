@@ -1,4 +1,4 @@
-"""Tables and figures of ``cfka_jax/experiments/taalm.py``: the LAMA-CKL table beside the paper's Llama-2-7B numbers, the
+"""Tables and figures of ``experiments/taalm.py``: the LAMA-CKL table beside the paper's Llama-2-7B numbers, the
 TemporalWiki table, per-epoch accuracy curves and φ's token-weight heat map."""
 
 from __future__ import annotations

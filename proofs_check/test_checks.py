@@ -1,4 +1,4 @@
-"""Runs every proof check (``cfka_jax/proofs_check/check_*.py``) under pytest with JAX_ENABLE_X64=1 and strict promotion.
+"""Runs every proof check (``proofs_check/check_*.py``) under pytest with JAX_ENABLE_X64=1 and strict promotion.
 
 No row may FAIL; the number of REFUTED rows (quoted formulas the project shows do not hold) is pinned, so a
 quoted form that starts to hold, or a new refutation, is a reviewed change; each check writes a plot.

@@ -25,7 +25,7 @@ batches, ``runs/methods.train_hooks``), ``rho1`` (``--rho-k``; RHO-1's excess lo
 or a ``+`` composition such as ``stoc + ewc``.
 
 ``--update full|freeze|lora`` (with ``--freeze-layers`` / ``--lora-rank``) picks the paper's update mode and
-``--mesh`` shards the run over devices (``cfka_jax/experiments/update_flags.py``); the replay corpus is always drawn from the
+``--mesh`` shards the run over devices (``experiments/update_flags.py``); the replay corpus is always drawn from the
 unchanged base model.
 
 Output in ``--out``: ``config.json``, ``replay/`` (the corpus, reused when the run is restarted), ``metrics.jsonl``,

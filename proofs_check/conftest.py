@@ -6,6 +6,6 @@ import jax
 import pytest
 
 if os.environ.get("JAX_ENABLE_X64", "").lower() not in ("1", "true"):
-    raise pytest.UsageError("cfka_jax/proofs_check/ must run with JAX_ENABLE_X64=1 (float64 separates maths from rounding)")
+    raise pytest.UsageError("proofs_check/ must run with JAX_ENABLE_X64=1 (float64 separates maths from rounding)")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")

@@ -1,4 +1,4 @@
-"""Runs every proof check (``cfka_jax/proofs_check/check_*.py``), and any of yours, into one table.
+"""Runs every proof check (``proofs_check/check_*.py``), and any of yours, into one table.
 
     JAX_ENABLE_X64=1 python -m cfka_jax.proofs_check.run_all OUT_DIR      (or: cfka proofs --out OUT_DIR [--extra FILE.py])
 
@@ -29,7 +29,7 @@ def _lazy(name: str):
 
 def registry(extra: list[str] = ()) -> Registry:
     """Our checks (by module name) followed by the checks of the ``extra`` files."""
-    reg = Registry([Check(name, _lazy(name), f"cfka_jax/proofs_check/{name}.py") for name in check_modules()])
+    reg = Registry([Check(name, _lazy(name), f"proofs_check/{name}.py") for name in check_modules()])
     for path in extra:
         for item in load_checks(path):
             reg.add(item)

@@ -7,7 +7,7 @@ is normwise, ``max |a − b| / max |b|`` (a per-pair ratio is not a rounding bou
 products that can cancel to near zero):
 
 1. CH1 = readout block, ≤ 1e-5 in float32 with matmul precision ``highest`` and ≤ 1e-10 in float64 (the port's
-   own code re-run in float64, ``cfka_jax/proofs_check/geometry_models.py``).
+   own code re-run in float64, ``proofs_check/geometry_models.py``).
 2. Corollary 1: ``first_order_exact(readout_only) = η·CH1`` (float64).
 3. Corollary 2 (untied): ``first_order_exact(all)/η = CH1 + input-embedding block + ch2_exact_backbone`` (float64).
 4. Order test (float64): ``|delta_logp − first_order_exact|`` scales as η² for η ∈ {1e-3, 1e-4, 1e-5}
