@@ -1,0 +1,155 @@
+"""Verdicts on the papers' claims, and the spread rule every verdict rule uses.
+
+A paper's claim gets one of five verdicts (:data:`VERDICTS`):
+
+* ``holds``          — the paper's statement, in its own terms, is what we measure, beyond the seed spread;
+* ``partly``         — its direction holds but not its size, or it holds in some of the regimes it names, or it
+                       holds on a spread that cannot yet separate it from no effect (one seed);
+* ``not reproduced`` — the effect is absent here: the difference is inside the spread, or its sign is the other;
+* ``refuted``        — the statement is wrong as written, measured beyond the spread (or, for a lemma, a quoted
+                       form that does not hold);
+* ``not tested``     — nothing here measures it (the reason says what it would take).
+
+**The spread rule.** A difference between two sets of runs counts only when the runs are apart: with at least two
+runs on each side (seeds, PT replicates, or both), every run of one side is above every run of the other
+(:func:`gap`: the ranges do not overlap). With one run on a side the spread is unknown: a rule may call the
+direction ``partly`` at best, never ``holds``. The rule is deliberately a range test, not a t-test: with 2–3 runs
+per side a range that does not overlap is the least a reader would accept as "different", and it needs no
+distributional assumption.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+Verdict = Literal["holds", "partly", "not reproduced", "refuted", "not tested"]
+VERDICTS: tuple[Verdict, ...] = ("holds", "partly", "not reproduced", "refuted", "not tested")
+
+
+@dataclasses.dataclass(frozen=True)
+class Judgement:
+    """What a verdict rule returns.
+
+    Attributes:
+      verdict: one of :data:`VERDICTS`.
+      reason: one line: why, with the numbers that decide it.
+      ours: our number(s) with their spread, as the table shows them ("" for not tested).
+    """
+
+    verdict: Verdict
+    reason: str
+    ours: str = ""
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if not self.reason or "\n" in self.reason:
+            raise ValueError(f"a verdict needs a one-line reason, got {self.reason!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """The values of one side of a comparison: their mean, range and count."""
+
+    values: tuple[float, ...]
+
+    def __post_init__(self):
+        if not self.values:
+            raise ValueError("a spread of no values")
+        if not all(math.isfinite(v) for v in self.values):
+            raise ValueError(f"a spread of non-finite values {self.values}")
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values)
+
+    @property
+    def lo(self) -> float:
+        return min(self.values)
+
+    @property
+    def hi(self) -> float:
+        return max(self.values)
+
+    def show(self, digits: int = 1) -> str:
+        """'58.8 (58.2–59.4, n=2)', or '47.0 (n=1)'."""
+        if self.n == 1:
+            return f"{self.mean:.{digits}f} (n=1)"
+        return f"{self.mean:.{digits}f} ({self.lo:.{digits}f}–{self.hi:.{digits}f}, n={self.n})"
+
+
+def spread(values: Sequence[float]) -> Spread:
+    return Spread(tuple(float(v) for v in values))
+
+
+@dataclasses.dataclass(frozen=True)
+class Gap:
+    """``a`` against ``b`` under the spread rule.
+
+    Attributes:
+      a, b: the two sides.
+      diff: mean(a) − mean(b).
+      apart: True when both sides have ≥ 2 runs and their ranges do not overlap; False when both have ≥ 2 runs
+        and the ranges overlap; None when a side has one run (the spread is unknown).
+    """
+
+    a: Spread
+    b: Spread
+    diff: float
+    apart: bool | None
+
+    @property
+    def a_above(self) -> bool:
+        """``a`` above ``b`` beyond the spread."""
+        return bool(self.apart) and self.diff > 0
+
+    @property
+    def b_above(self) -> bool:
+        return bool(self.apart) and self.diff < 0
+
+    def show(self, digits: int = 1) -> str:
+        where = {True: "apart", False: "ranges overlap", None: "one run: spread unknown"}[self.apart]
+        return f"{self.a.show(digits)} vs {self.b.show(digits)}, {self.diff:+.{digits}f}, {where}"
+
+
+def gap(a: Sequence[float] | Spread, b: Sequence[float] | Spread) -> Gap:
+    """``a`` against ``b`` (see :class:`Gap`)."""
+    a = a if isinstance(a, Spread) else spread(a)
+    b = b if isinstance(b, Spread) else spread(b)
+    apart = None if min(a.n, b.n) < 2 else (a.lo > b.hi or b.lo > a.hi)
+    return Gap(a, b, a.mean - b.mean, apart)
+
+
+def ordered(g: Gap, *, claim: str, size: float | None = None, digits: int = 1) -> Judgement:
+    """The verdict on "a is above b" (by at least ``size`` for ``holds`` when given) under the spread rule.
+
+    * a above b beyond the spread (and by ≥ ``size``): holds; beyond the spread but smaller than ``size``: partly;
+    * a above b with one run on a side: partly (direction only);
+    * ranges overlap: not reproduced; b above a beyond the spread: refuted.
+    """
+    shown = g.show(digits)
+    if g.a_above:
+        if size is not None and g.diff < size:
+            return Judgement("partly", f"{claim}: apart, but {g.diff:.{digits}f} < the paper's {size:.{digits}f}",
+                             shown)
+        return Judgement("holds", f"{claim}: beyond the spread", shown)
+    if g.apart is None:
+        if g.diff > 0:
+            return Judgement("partly", f"{claim}: in the direction the paper states, on one run (spread unknown)",
+                             shown)
+        return Judgement("not reproduced", f"{claim}: the other way round, on one run (spread unknown)", shown)
+    if g.b_above:
+        return Judgement("refuted", f"{claim}: the other way round, beyond the spread", shown)
+    return Judgement("not reproduced", f"{claim}: the difference is inside the spread", shown)
+
+
+def not_tested(reason: str) -> Judgement:
+    """The verdict of a row nothing here measures; ``reason`` says what it would take."""
+    return Judgement("not tested", reason)
