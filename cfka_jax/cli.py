@@ -1,6 +1,7 @@
 """The ``cfka`` command line: a thin shell over the library's runs, the proof checks and the experiment scripts.
 
     cfka proofs [--out DIR] [--only NAME] [--extra FILE.py ...]   every proof check (and yours), one table
+    cfka claims [--json] [--check] [--out DIR]  the verdict on every paper claim, from results/ (claims/command.py)
     cfka pt  --preset smoke|small|paper --out DIR                    Biography pre-training (experiments/pt.py)
     cfka cpt --preset P --method M --update U [--alpha A] --out DIR  continual pre-training (experiments/cpt.py)
     cfka sweep [--config grid.toml] [--ks ...]  the continual-theory sweep (experiments/theory_sweep.py)
@@ -32,6 +33,8 @@ DESCRIPTION = "Continual knowledge learning in language models: proof checks, Bi
 
 COMMANDS = {
     "proofs": ("cfka_jax.proofs_check.command", "run every proof check (float64) and print the claims table"),
+    "claims": ("cfka_jax.claims.command",
+               "the verdict on every claim of the three papers, derived from the result records (results/)"),
     "pt": ("cfka_jax.experiments.pt", "pre-train on the Biography PT population"),
     "cpt": ("cfka_jax.experiments.cpt", "continual pre-training from the PT run of the preset"),
     "sweep": ("cfka_jax.experiments.theory_sweep", "continual-theory sweep over EWC strength × α × seeds"),

@@ -76,6 +76,9 @@ class Record:
         if missing:
             raise ValueError(f"{where}: key 'provenance' lacks " + ", ".join(repr(k) for k in missing)
                              + f" (a {self.origin} record needs {', '.join(keys)})")
+        if not isinstance(self.provenance["command"], str) or not self.provenance["command"].strip():
+            raise ValueError(f"{where}: key 'provenance.command' must name the command that made the numbers "
+                             "(a number no command backs is not a result)")
         if not self.rows:
             raise ValueError(f"{where}: key 'rows' is empty: a record holds at least one measured row")
         for i, row in enumerate(self.rows):

@@ -127,7 +127,62 @@ def gap(a: Sequence[float] | Spread, b: Sequence[float] | Spread) -> Gap:
     return Gap(a, b, a.mean - b.mean, apart)
 
 
-def ordered(g: Gap, *, claim: str, size: float | None = None, digits: int = 1) -> Judgement:
+@dataclasses.dataclass(frozen=True)
+class Paired:
+    """``a`` against ``b`` run by run: the differences of matched runs (same PT model, same seed).
+
+    The between-PT spread of one method can exceed the difference between methods while every PT model orders
+    them the same way; pairing removes what the two sides share. ``apart`` is True when there are ≥ 2 pairs and
+    every difference has the same sign, None with one pair, False otherwise.
+    """
+
+    diffs: Spread
+    keys: tuple
+
+    @property
+    def diff(self) -> float:
+        return self.diffs.mean
+
+    @property
+    def apart(self) -> bool | None:
+        if self.diffs.n < 2:
+            return None
+        return self.diffs.lo > 0 or self.diffs.hi < 0
+
+    @property
+    def a_above(self) -> bool:
+        return bool(self.apart) and self.diff > 0
+
+    @property
+    def b_above(self) -> bool:
+        return bool(self.apart) and self.diff < 0
+
+    def show(self, digits: int = 1) -> str:
+        where = {True: "every pair the same sign", False: "pairs of both signs", None: "one pair"}[self.apart]
+        return (f"paired difference {self.diff:+.{digits}f} ({self.diffs.lo:+.{digits}f} … {self.diffs.hi:+.{digits}f}, "
+                f"{self.diffs.n} pairs: {where})")
+
+
+def paired(rows, metric: str, a: dict, b: dict, by: tuple[str, ...] = ("pt", "seed")) -> Paired:
+    """The run-by-run differences ``metric(a) − metric(b)`` over the rows (mappings) matched on ``by``.
+
+    Raises:
+      ValueError: no run of ``a`` has a matching run of ``b``.
+    """
+    def pick(sel):
+        out = {}
+        for r in rows:
+            if all(r.get(k) == v for k, v in sel.items()) and r.get(metric) is not None:
+                out[tuple(r.get(k) for k in by)] = float(r[metric])
+        return out
+    xa, xb = pick(a), pick(b)
+    keys = tuple(sorted(set(xa) & set(xb), key=str))
+    if not keys:
+        raise ValueError(f"no run of {a} matches a run of {b} on {by} for {metric!r}")
+    return Paired(spread([xa[k] - xb[k] for k in keys]), keys)
+
+
+def ordered(g: Gap | Paired, *, claim: str, size: float | None = None, digits: int = 1) -> Judgement:
     """The verdict on "a is above b" (by at least ``size`` for ``holds`` when given) under the spread rule.
 
     * a above b beyond the spread (and by ≥ ``size``): holds; beyond the spread but smaller than ``size``: partly;

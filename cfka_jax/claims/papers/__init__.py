@@ -1,6 +1,7 @@
 """The registry of the three papers' claims: each a statement, its regime, the experiment here and a verdict rule.
 
-One :class:`PaperClaim` per headline claim, in ``cfka.py`` (the cFKA/STOC paper: theory, Biography, KnowEdit),
+One :class:`PaperClaim` per headline claim, in ``cfka.py`` (the cFKA/STOC paper: Biography, KnowEdit, LMs),
+``cfka_theory.py`` (its continual claims judged in the theory model: replay, EWC, oscillation),
 ``taalm.py`` (TAALM: LAMA-CKL, TemporalWiki, ablations) and ``token_force.py`` (attribution, energy,
 collision/erosion, format isolation, transmission, resets, cold start); the lemma rows come from the record
 ``cfka proofs --record`` writes (``lemmas.py``). A claim's verdict is a pure function of the result records it names
@@ -72,9 +73,9 @@ class PaperClaim:
 
 def paper_claims() -> tuple[PaperClaim, ...]:
     """Every registered empirical claim of the three papers, in paper order; ids are unique."""
-    from cfka_jax.claims.papers import cfka, taalm, token_force
+    from cfka_jax.claims.papers import cfka, cfka_theory, taalm, token_force
 
-    claims = (*cfka.CLAIMS, *taalm.CLAIMS, *token_force.CLAIMS)
+    claims = (*cfka.CLAIMS, *cfka_theory.CLAIMS, *taalm.CLAIMS, *token_force.CLAIMS)
     seen = set()
     for c in claims:
         if c.id in seen:

@@ -1,0 +1,7 @@
+"""The taalm paper's empirical claims."""
+
+from __future__ import annotations
+
+from cfka_jax.claims.papers import PaperClaim
+
+CLAIMS: tuple[PaperClaim, ...] = ()
