@@ -165,12 +165,18 @@ def load_records(root: str | os.PathLike = RESULTS) -> dict[str, Record]:
     return out
 
 
+CODE_PATHS = ("cfka_jax", "experiments", "proofs_check", "setup.py", "pyproject.toml")
+"""What decides a result: ``+dirty`` marks a commit whose code here differed from it (docs and records do not count)."""
+
+
 def git_commit(cwd: str | os.PathLike | None = None) -> str:
-    """The checkout's HEAD commit, with ``+dirty`` when tracked files differ from it ("unknown" outside git)."""
+    """The checkout's HEAD commit, with ``+dirty`` when tracked code (:data:`CODE_PATHS`) differs from it
+    ("unknown" outside git)."""
+    cwd = cwd or pathlib.Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS],
+                               cwd=cwd, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

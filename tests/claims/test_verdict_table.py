@@ -1,0 +1,133 @@
+"""The verdict table: derived from the records, generated blocks in the docs, ``cfka claims --check``."""
+
+import json
+import pathlib
+import shutil
+
+import pytest
+
+from cfka_jax.claims import table
+from cfka_jax.claims.command import Config, check, command
+from cfka_jax.claims.papers import PaperClaim, paper_claims
+from cfka_jax.claims.results import Record, load_records
+from cfka_jax.claims.verdicts import Judgement, VERDICTS
+from cfka_jax.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLAIM = "cfka.stoc-vs-random"
+RECORD = "cfka/stoc_names600"
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A copy of the records and a README with two generated blocks, filled from the records."""
+    shutil.copytree(ROOT / "results", tmp_path / "results")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# x\n\n<!-- claims:summary -->\n<!-- /claims -->\n\ntext\n")
+    (tmp_path / "docs" / "page.md").write_text(f"intro\n<!-- claims:claim {CLAIM} -->\nstale\n<!-- /claims -->\nend\n")
+    assert command(Config(results=str(tmp_path / "results"), docs=str(tmp_path), write_docs=True)) == 0
+    return tmp_path
+
+
+def _cfg(root, **kw):
+    return Config(results=str(root / "results"), docs=str(root), **kw)
+
+
+def test_every_registered_claim_is_judged_from_the_committed_records():
+    records = load_records(ROOT / "results")
+    rows = table.derive(records)
+    assert {r.claim.id for r in rows} >= {c.id for c in paper_claims()}
+    for r in rows:
+        assert r.judgement.verdict in VERDICTS
+        assert (r.record == "none") == (not r.claim.records)
+        if r.judgement.verdict != "not tested":
+            assert r.claim.records, r.claim.id
+
+
+def test_the_checkout_passes_its_own_check():
+    assert check(Config(results=str(ROOT / "results"), docs=str(ROOT))) == []
+
+
+def test_blocks_are_filled_and_the_text_around_them_kept(checkout):
+    page = (checkout / "docs" / "page.md").read_text()
+    assert page.startswith("intro\n<!-- claims:claim ") and page.endswith("<!-- /claims -->\nend\n")
+    assert "stale" not in page and f"**{CLAIM}**" in page
+    assert "| paper | kind |" in (checkout / "README.md").read_text()
+    assert check(_cfg(checkout)) == []
+
+
+def test_a_record_edited_by_hand_fails_the_check(checkout):
+    path = checkout / "results" / f"{RECORD}.json"
+    obj = json.loads(path.read_text())
+    row = next(r for r in obj["rows"] if r["kind"] == "random")
+    row["original_sfta"] += 10.0  # now Random beats STOC on this run: the verdict and the table change
+    path.write_text(json.dumps(obj))
+    problems = check(_cfg(checkout))
+    assert problems and any("page.md, line 2" in p and CLAIM in p for p in problems), problems
+    assert main(["claims", "--check", "--results", str(checkout / "results"), "--docs", str(checkout)]) == 1
+
+
+def test_a_missing_record_names_the_claim(checkout):
+    (checkout / "results" / f"{RECORD}.json").unlink()
+    problems = check(_cfg(checkout))
+    assert any(CLAIM in p and f"results/{RECORD}.json" in p for p in problems), problems
+
+
+def test_a_record_without_provenance_fails(checkout):
+    path = checkout / "results" / f"{RECORD}.json"
+    obj = json.loads(path.read_text())
+    del obj["provenance"]["command"]
+    path.write_text(json.dumps(obj))
+    problems = check(_cfg(checkout))
+    assert any(str(path) in p and "command" in p for p in problems), problems
+
+
+def test_an_unknown_block_is_named(checkout):
+    (checkout / "docs" / "bad.md").write_text("<!-- claims:claim cfka.no-such-claim -->\n<!-- /claims -->\n")
+    problems = check(_cfg(checkout))
+    assert any("bad.md, line 1" in p and "cfka.no-such-claim" in p for p in problems), problems
+
+
+def test_a_verdict_needs_a_record():
+    claim = PaperClaim(id="cfka.x", paper="cfka", section="§1", statement="s", paper_value="", paper_regime="",
+                       command="", records=(), rule=lambda recs: Judgement("holds", "because"))
+    with pytest.raises(table.ClaimsError, match="rests on no record"):
+        table.judge(claim, {})
+
+
+def test_a_rule_that_fails_on_its_record_is_named():
+    rec = Record("r", "transcribed", {"docs_file": "d", "docs_commit": "c", "command": "c", "date": "d",
+                                      "seeds": [0], "pt_replicates": []}, {}, ({"a": 1.0},))
+    claim = PaperClaim(id="cfka.y", paper="cfka", section="§1", statement="s", paper_value="", paper_regime="",
+                       command="c", records=("r",), rule=lambda recs: recs["r"].values("missing"))
+    with pytest.raises(table.ClaimsError, match="cfka.y"):
+        table.judge(claim, {"r": rec})
+
+
+def test_json_lists_every_claim_with_the_keys_tools_read(capsys):
+    assert main(["claims", "--json", "--results", str(ROOT / "results")]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(set(table.JSON_KEYS) <= set(r) for r in rows)
+    for r in rows:
+        assert r["paper"] in ("cfka", "taalm", "token-force") and r["kind"] in ("lemma", "empirical")
+        assert r["record"] in ("produced", "transcribed", "none")
+    assert any(r["kind"] == "lemma" for r in rows) and any(r["kind"] == "empirical" for r in rows)
+
+
+def test_out_writes_three_formats(tmp_path):
+    assert main(["claims", "--paper", "cfka", "--results", str(ROOT / "results"), "--out", str(tmp_path)]) == 0
+    assert {p.name for p in tmp_path.iterdir()} == {"claims.md", "claims.json", "claims.tex"}
+    assert "\\begin{longtable}" in (tmp_path / "claims.tex").read_text()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--paper", "nature"], "--paper"),
+    (["--check", "--write-docs"], "--check and --write-docs"),
+])
+def test_bad_options_exit_2(argv, message, capsys):
+    try:
+        code = main(["claims", *argv])
+    except SystemExit as exit_:  # the generated parser exits itself
+        code = exit_.code
+    assert code == 2
+    assert message in capsys.readouterr().err
