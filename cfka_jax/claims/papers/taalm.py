@@ -1,7 +1,362 @@
-"""The taalm paper's empirical claims."""
+"""The TAALM / Train-Attention paper's empirical claims: LAMA-CKL (Table 1: TAALM against Finetune, the CKL
+baselines and Oracle; TAALM combined with them), TemporalWiki, what φ learns, and the rows nothing here can run.
+
+Paper: Seo, Lee, Yeo, NeurIPS 2024, arXiv:2407.16920 (spec: shared/spec/taalm.md; §9 lists the reported numbers,
+§5–§8 the protocols). Our numbers are the small preset's (``cfka taalm --preset small``: a 0.27 M-parameter θ0 on a
+synthetic LAMA-CKL of 45 TO-LEARN facts) and a Biography CPT run with a φ of its own, transcribed from
+docs/taalm.md into ``results/taalm/*.json``. Every one of them is ONE seed, so no rule here says more than
+``partly`` (:func:`one_seed_cap`); the LAMA-CKL and TemporalWiki learning rate (3e-3) was chosen on Finetune and
+Oracle alone, which every reason on those records says.
+
+Two rules beyond the spread rule of ``claims/verdicts.py``: an accuracy difference of at most one fact of the
+set (1/45 Top Acc, 1/50 NF Acc) on one run is no difference (:func:`above`), and a TemporalWiki comparison is the
+sign of the after-training NLL difference in every (seed, period) pair (:func:`twiki_lower`).
+"""
 
 from __future__ import annotations
 
-from cfka_jax.claims.papers import PaperClaim
+from collections.abc import Mapping, Sequence
 
-CLAIMS: tuple[PaperClaim, ...] = ()
+from cfka_jax.claims.papers import PaperClaim
+from cfka_jax.claims.results import Record
+from cfka_jax.claims.verdicts import VERDICTS, Judgement, gap, not_tested, ordered, paired
+
+LAMA, TWIKI = "taalm/lama_ckl_small", "taalm/twiki_small"
+PHI_W, BIO = "taalm/phi_weights_small", "taalm/biography_phi_small"
+SMALL = "cfka taalm --preset small --out runs/taalm-small"
+BIO_CMD = ("cfka pt --preset small --out runs/taalm-bio/pt-small-qwen --cache-dir runs/taalm-bio/data-cache; "
+           "cfka cpt --preset small --method replay-all --pt-dir runs/taalm-bio/pt-small-qwen --cache-dir "
+           "runs/taalm-bio/data-cache --out runs/taalm-bio/cpt-replay-all; cfka taalm --biography "
+           "runs/taalm-bio/pt-small-qwen --preset small --out runs/taalm-bio --cache-dir runs/taalm-bio/data-cache")
+LR = "lr 3e-3 chosen on Finetune and Oracle only"
+PAPER_LAMA = ("Llama-2-7B QLoRA (NF4, LoRA r 64 α 16), φ TinyLlama-1.1B-Chat + LoRA; 500 TO-LEARN + 500 "
+              "NOT-TO-FORGET LAMA facts; 30 epochs of batch 64 (8 updates each), AdamW lr 1e-4 for every method")
+PAPER_TWIKI = ("TinyLlama-1.1B-Chat QLoRA or K-Adapter, TinyLlama φ; Wikipedia diff sets 0910 → 1011 → 1112, "
+               "1 epoch per period, batch 64, lr 1e-4; object-token NLL of the changed / unchanged probes")
+METRIC_NAME = {"top_acc": "Top Acc", "nf_acc": "NF Acc", "total": "Total Knowledge", "epoch": "Epoch"}
+_WORST = {v: i for i, v in enumerate(VERDICTS)}  # holds < partly < not reproduced < refuted < not tested
+
+
+def one_seed_cap(j: Judgement, records: Sequence[Record]) -> Judgement:
+    """At most ``partly`` (and never ``refuted``) while a record has fewer than two seeds."""
+    if min(r.seeds for r in records) >= 2 or j.verdict not in ("holds", "refuted"):
+        return j
+    verdict = "partly" if j.verdict == "holds" else "not reproduced"
+    return Judgement(verdict, f"{j.reason}; one seed: at most {verdict}", j.ours)
+
+
+def resolution(rec: Record, metric: str) -> float:
+    """The smallest difference one run can show: one fact of the set (partial credit aside); one epoch."""
+    r = rec.regime
+    return {"top_acc": 1 / r["n_to_learn"], "nf_acc": 1 / r["n_not_to_forget"],
+            "total": 1 / max(r["n_to_learn"], r["n_not_to_forget"]), "epoch": 1.0}[metric]
+
+
+def above(rec: Record, a: str, b: str, metric: str, *, lower_better: bool = False) -> Judgement:
+    """"``a`` beats ``b`` on ``metric``" over the record's runs (``ordered``), where a margin of at most one fact
+    (:func:`resolution`) on one run is no margin."""
+    hi, lo = (b, a) if lower_better else (a, b)
+    g = gap(rec.values(metric, method=hi), rec.values(metric, method=lo))
+    claim = f"{a} {'earlier than' if lower_better else 'above'} {b} on {METRIC_NAME[metric]}"
+    digits = 0 if metric == "epoch" else 3
+    res = resolution(rec, metric)
+    shown = f"{METRIC_NAME[metric]} {hi} vs {lo}: {g.show(digits)}"
+    if g.apart is None and abs(g.diff) <= 1.01 * res:  # 1.01: the docs' 4-decimal rounding
+        unit = "epoch" if metric == "epoch" else "fact"
+        return Judgement("not reproduced",
+                         f"{claim}: {g.diff:+.{digits}f}, within one {unit} ({res:.3f}), on one run", shown)
+    j = one_seed_cap(ordered(g, claim=claim, digits=digits), [rec])
+    return Judgement(j.verdict, j.reason, shown)
+
+
+def combine(parts: Sequence[Judgement], note: str = "") -> Judgement:
+    """The worst verdict of ``parts``: its reason (plus ``note``); every part's numbers in ``ours``."""
+    worst = max(parts, key=lambda j: _WORST[j.verdict])
+    n = sum(j.verdict == worst.verdict for j in parts)
+    alike = f"; {n} of {len(parts)} comparisons {worst.verdict}" if len(parts) > 1 else ""
+    return Judgement(worst.verdict, worst.reason + alike + (f" ({note})" if note else ""),
+                     "; ".join(j.ours for j in parts))
+
+
+def lama(*pairs: tuple[str, str, str], note: str = LR):
+    """A rule: every (a, b, metric) of ``pairs`` on the LAMA-CKL record, combined (Epoch: lower is better)."""
+    def rule(records: Mapping[str, Record]) -> Judgement:
+        rec = records[LAMA]
+        return combine([above(rec, a, b, m, lower_better=m == "epoch") for a, b, m in pairs], note)
+    return rule
+
+
+def twiki_lower(rec: Record, a: str, b: str, probes: str) -> Judgement:
+    """"``a``'s after-training NLL on ``probes`` is below ``b``'s": the sign of ``b − a`` in every (seed, period)
+    pair; every pair below holds (at most partly on one seed), every pair above refutes (at most not reproduced
+    on one seed), mixed signs are not reproduced."""
+    pair = paired(rec.rows, "after", {"method": b, "probes": probes}, {"method": a, "probes": probes},
+                  by=("seed", "period"))
+    k, n = sum(d > 0 for d in pair.diffs.values), pair.diffs.n
+    shown = f"{a} vs {b} {probes}: {pair.show(3)}"
+    claim = f"{a} below {b} on the {probes} NLL"
+    if k == n and n > 1:
+        j = Judgement("holds", f"{claim} after every period of every seed ({n})", shown)
+    elif k == 0 and n > 1:
+        j = Judgement("refuted", f"{claim}: above it after every period of every seed ({n})", shown)
+    else:
+        j = Judgement("not reproduced" if n > 1 else ("partly" if k else "not reproduced"),
+                      f"{claim} in {k} of {n} (seed, period) pairs", shown)
+    return one_seed_cap(j, [rec])
+
+
+def twiki(*pairs: tuple[str, str, str], note: str = LR):
+    def rule(records: Mapping[str, Record]) -> Judgement:
+        return combine([twiki_lower(records[TWIKI], a, b, p) for a, b, p in pairs], note)
+    return rule
+
+
+def _phi_tokens(records: Mapping[str, Record]) -> Judgement:
+    """φ's mean weight on the fact's object/value tokens against the other tokens, in both worlds."""
+    parts = []
+    for name, kind, target in ((PHI_W, "evidence", "object"), (BIO, "phi_weights", "value")):
+        rec = records[name]
+        g = gap(rec.values("mean_weight", kind=kind, tokens=target),
+                rec.values("mean_weight", kind=kind, tokens="other"))
+        j = one_seed_cap(ordered(g, claim=f"φ's mean weight on {target} tokens above the rest ({name})"), [rec])
+        parts.append(Judgement(j.verdict, j.reason, f"{target} {g.a.mean:.3g} vs other {g.b.mean:.2g} (n={g.a.n} φ)"))
+    share = records[PHI_W].select(kind="object_share")[0]
+    uniform, phi = (records[BIO].values("median", kind="value_share", weights=w)[0] for w in ("uniform", "phi"))
+    j = combine(parts, f"LAMA-CKL object share of a document's weight ≥ {share['min']:.2f}, median "
+                       f"{share['median']}; Biography value share {uniform:.3g} → {phi:.2g} (median)")
+    return Judgement(j.verdict, j.reason, "; ".join(f"{t} {p.ours}" for t, p in zip(("LAMA-CKL", "Biography"), parts)))
+
+
+def _phi_vs_uniform(records: Mapping[str, Record]) -> Judgement:
+    """Replay-all with TWPPL under φ against TWPPL at w = 1 (the same loss, uniform weights) at step 400."""
+    rec = records[BIO]
+    parts = []
+    for metric in ("continual_hfta", "original_hfta"):
+        g = gap(rec.values(metric, run="replay-all + TAALM φ", step=400),
+                rec.values(metric, run="replay-all + TWPPL w = 1", step=400))
+        j = one_seed_cap(ordered(g, claim=f"φ above w = 1 on {metric}", digits=3), [rec])
+        parts.append(Judgement(j.verdict, j.reason, f"{metric} φ vs w = 1: {g.show(3)}"))
+    plain = rec.values("continual_hfta", run="replay-all", step=400)[0]
+    return combine(parts, f"plain replay-all {plain:.3f}: w = 1 alone changes nothing")
+
+
+def _untested(reason: str):
+    return lambda records: not_tested(reason)
+
+
+def _claim(id, section, statement, paper_value, rule, records=(LAMA,), *, regime=PAPER_LAMA, command=SMALL,
+           **kw) -> PaperClaim:
+    return PaperClaim(id=f"taalm.{id}", paper="taalm", section=section, statement=statement, paper_value=paper_value,
+                      paper_regime=regime, command=command if records else "", records=tuple(records), rule=rule,
+                      **kw)
+
+
+LAMA_WHY = ("docs/taalm.md §Why the numbers differ: a 0.27 M θ on 45 facts at 3 updates per epoch learns slower "
+            "than Llama-2-7B on 500 (every peak late); one seed, one fact = 0.022 Top Acc.")
+KADAPTER_WHY = ("docs/taalm.md: K-Adapter learns nothing at this budget with dropout 0.9 or 0.1 (train loss 2.54 → "
+                "2.30 by epoch 25, Finetune 2.52 → 0.96): its 0.1·LayerNorm(h) output cannot move the frozen θ0's "
+                "logits off the old employer in 90 updates; every TAALM + K-Adapter run inherits it.")
+
+
+def _oracle(records: Mapping[str, Record]) -> Judgement:
+    rec = records[LAMA]
+    j = above(rec, "Oracle", "TAALM", "top_acc")
+    ratio = rec.values("top_acc", method="TAALM")[0] / rec.values("top_acc", method="Oracle")[0]
+    return combine([j], f"TAALM = {ratio:.2f} of Oracle, paper ≈ 0.78 [REPORTED]; {LR}")
+
+
+TWIKI_BASELINES = ("RHO-1", "Mix-review", "RecAdam", "K-Adapter", "K-Adapter (dropout 0.1)")
+
+CLAIMS: tuple[PaperClaim, ...] = (
+    _claim("lama-vs-finetune", "Table 1 (LAMA-CKL, §5.6 metrics)",
+           "On LAMA-CKL, TAALM learns the new (TO-LEARN) knowledge far better than fine-tuning and ends with the "
+           "most Total Knowledge: Top Acc 0.429 vs Finetune's 0.115, Total Knowledge 1.327 vs 0.932",
+           "Top Acc 0.4290 vs 0.1150; Total 1.3273 vs 0.9324",
+           lama(("TAALM", "Finetune", "top_acc"), ("TAALM", "Finetune", "total")), headline=True,
+           explanation="TAALM 2.5× Finetune here (paper 3.7×) on one seed at an lr chosen on Finetune and Oracle; "
+                       + LAMA_WHY),
+    _claim("lama-speed", "Table 1 (Epoch column)",
+           "TAALM reaches its best TO-LEARN accuracy much earlier than Finetune (epoch 4 vs 16)",
+           "Epoch 4 vs 16", lama(("TAALM", "Finetune", "epoch"), note=f"paper 4 vs 16; {LR}"),
+           explanation="Both peak late here (26 vs 28 of 30); by a threshold TAALM is far ahead (0.244 at epoch 10, "
+                       "Finetune 0.033; accuracy.png), but the table's Epoch is the epoch of the peak. " + LAMA_WHY),
+    _claim("lama-forgetting", "Table 1 (NF Acc column)",
+           "TAALM forgets less of the known (NOT-TO-FORGET) facts than Finetune while learning: NF Acc 0.898 vs 0.817",
+           "NF Acc 0.8983 vs 0.8174", lama(("TAALM", "Finetune", "nf_acc")),
+           explanation="21.5 points here (0.825 vs 0.610): TAALM updates on ≈ 2 tokens per document, and θ0's "
+                       "facts, memorised by a 0.27 M model in 40 epochs, erode faster under Finetune than a 7B "
+                       "model's. " + LAMA_WHY),
+    _claim("lama-vs-rho1", "Table 1 (RHO-1 row)",
+           "TAALM's learned token weights beat RHO-1's token selection: Top Acc 0.429 vs 0.141, Total Knowledge "
+           "1.327 vs 0.963",
+           "Top Acc 0.4290 vs 0.1410; Total 1.3273 vs 0.9633",
+           lama(*((("TAALM", r, m) for r in ("RHO-1", "RHO-1 (taalm_code)") for m in ("top_acc", "total")))),
+           explanation="Both RHO-1 rules: the faithful top-k by excess loss over θ0 (0.033: it drops the new-fact "
+                       "tokens as θ learns them, NF 0.97) and the released argsort rule (0.078, a slower Finetune), "
+                       "docs/taalm.md §RHO-1."),
+    _claim("rho1-vs-finetune", "Table 1 (RHO-1 and Finetune rows)",
+           "RHO-1 learns more than plain fine-tuning: Top Acc 0.141 vs 0.115 (NF Acc 0.822 vs 0.817)",
+           "Top Acc 0.1410 vs 0.1150",
+           lama(("RHO-1", "Finetune", "top_acc"), ("RHO-1 (taalm_code)", "Finetune", "top_acc")),
+           explanation="Neither rule learns more than Finetune here (0.033 faithful, 0.078 the released argsort "
+                       "rule, which keeps an arbitrary ≈ 40 % of positions, spec §7.2); one seed."),
+    _claim("lama-vs-mixreview", "Table 1 (Mix-review row)",
+           "TAALM beats Mix-review (replay of old evidence): Top Acc 0.429 vs 0.080, Total Knowledge 1.327 vs 0.879",
+           "Top Acc 0.4290 vs 0.0800; Total 1.3273 vs 0.8788",
+           lama(("TAALM", "Mix-review", "top_acc"), ("TAALM", "Mix-review", "total")),
+           explanation="Mix-review replays the NOT-TO-FORGET evidence itself (quirk #25) and keeps NF 0.915, "
+                       "but learns 0.067. " + LAMA_WHY),
+    _claim("lama-vs-recadam", "Table 1 (RecAdam row)",
+           "TAALM beats RecAdam: Top Acc 0.429 vs 0.100, Total Knowledge 1.327 vs 0.893",
+           "Top Acc 0.4290 vs 0.1000; Total 1.3273 vs 0.8933",
+           lama(("TAALM", "RecAdam", "top_acc"), ("TAALM", "RecAdam", "total")),
+           explanation="Our RecAdam anneals (the released grouping makes it plain Adam, quirk #12): λ(t) ≈ 0 for "
+                       "the first half of the 90 updates, so it learns late (0.056). " + LAMA_WHY),
+    _claim("lama-vs-kadapter", "Table 1 (K-Adapter row)",
+           "TAALM beats K-Adapter: Top Acc 0.429 vs 0.126, Total Knowledge 1.327 vs 1.124",
+           "Top Acc 0.4290 vs 0.1260; Total 1.3273 vs 1.1240",
+           lama(*((("TAALM", k, m) for k in ("K-Adapter", "K-Adapter (dropout 0.1)") for m in ("top_acc", "total")))),
+           explanation="Won against a K-Adapter that learns nothing (Top Acc 0.000): " + KADAPTER_WHY),
+    _claim("kadapter-row", "Table 1 (K-Adapter and Finetune rows)",
+           "K-Adapter keeps nearly all old knowledge (NF Acc 0.998) and still learns as much as Finetune "
+           "(Top Acc 0.126 vs 0.115)",
+           "Top Acc 0.1260 vs 0.1150; NF Acc 0.9980 vs 0.8174",
+           lama(*((k, "Finetune", m) for k in ("K-Adapter", "K-Adapter (dropout 0.1)") for m in ("top_acc", "nf_acc"))),
+           explanation=KADAPTER_WHY),
+    _claim("oracle-bound", "§6 Oracle; Table 1 (Oracle row) [REPORTED]",
+           "Oracle (weight 1 on the evidence's object tokens, 0 elsewhere) is the upper bound; TAALM reaches about "
+           "78 % of it",
+           "Oracle Top Acc ≈ 0.55 [REPORTED]; not in the reference release",
+           _oracle,
+           explanation="Ratio 0.87 here (0.300 / 0.344): both drive the weighted loss to ≈ 0 and stall at a ceiling "
+                       "of this small θ (the new employer memorised in context, transferred only partly to the "
+                       "descriptive probe), docs/taalm.md §Oracle below the reported ≈ 0.55."),
+    _claim("plus-kadapter", "Table 1 (TAALM + K-Adapter row)",
+           "TAALM combines with K-Adapter: TAALM + K-Adapter reaches Top Acc 0.332 (K-Adapter alone 0.126) with "
+           "NF Acc 0.975, Total Knowledge 1.307 vs 1.124",
+           "Top Acc 0.3320 vs 0.1260; Total 1.3067 vs 1.1240",
+           lama(*((f"TAALM + {k}", k, m) for k in ("K-Adapter", "K-Adapter (dropout 0.1)")
+                  for m in ("top_acc", "total"))),
+           explanation=KADAPTER_WHY),
+    _claim("kadapter-stacks", "Table 1 (TAALM + K-Adapter + RecAdam / + Mix-review rows)",
+           "TAALM lifts the K-Adapter stacks too: TAALM + K-Adapter + RecAdam Top Acc 0.264, TAALM + K-Adapter + "
+           "Mix-review + RecAdam 0.314, against K-Adapter's 0.126",
+           "Top Acc 0.2640 / 0.3140 vs 0.1260",
+           lama(*((s, "K-Adapter", "top_acc") for s in ("TAALM + K-Adapter + RecAdam",
+                                                         "TAALM + K-Adapter + Mix-review + RecAdam"))),
+           explanation=KADAPTER_WHY),
+    _claim("plus-mixreview", "Table 1 (TAALM + Mix-review row)",
+           "TAALM is compatible with replay: TAALM + Mix-review has the table's best Top Acc and Total Knowledge "
+           "(0.450, 1.351), above TAALM (0.429, 1.327) and Mix-review (0.080, 0.879)",
+           "Top Acc 0.4500 vs 0.4290 / 0.0800; Total 1.3512 vs 1.3273 / 0.8788",
+           lama(*((("TAALM + Mix-review", b, m) for b in ("TAALM", "Mix-review") for m in ("top_acc", "total")))),
+           explanation="Far above Mix-review alone and higher Total than TAALM (NF 0.875 vs 0.825), but one fact "
+                       "lower Top Acc than TAALM (0.278 vs 0.300); the paper's own gain over TAALM is 0.021. In a "
+                       "Biography CPT run φ adds to replay-all as well (taalm.phi-vs-uniform). " + LAMA_WHY),
+    _claim("plus-recadam", "Table 1 (TAALM + RecAdam row)",
+           "TAALM combines with RecAdam: TAALM + RecAdam Top Acc 0.436 and Total Knowledge 1.334, above TAALM "
+           "(0.429, 1.327) and RecAdam (0.100, 0.893)",
+           "Top Acc 0.4360 vs 0.4290 / 0.1000; Total 1.3342 vs 1.3273 / 0.8933",
+           lama(*((("TAALM + RecAdam", b, m) for b in ("TAALM", "RecAdam") for m in ("top_acc", "total")))),
+           explanation="Far above RecAdam alone; against TAALM −1 fact Top Acc and +0.011 Total, both within one "
+                       "fact (the paper's gain, +0.007 / +0.007, is as small). Our RecAdam anneals; the paper's is "
+                       "plain Adam (quirk #12)."),
+    _claim("twiki-changed-vs-finetune", "TemporalWiki table (changed probes), §8",
+           "On TemporalWiki, TAALM learns the changed knowledge better than fine-tuning: lower object NLL on the "
+           "changed probes after each period",
+           "TAALM row not in the reference release (spec §9); Finetune changed 10.057 / 9.531 / 9.632",
+           twiki(("TAALM", "Finetune", "changed")), (TWIKI,), regime=PAPER_TWIKI,
+           explanation="Drops −0.32 / −0.22 / −0.37 against −0.03 / −0.04 / −0.08 with two updates per "
+                       "period; absolute NLLs are not comparable with TinyLlama's on real diffs (docs/taalm.md "
+                       "§TemporalWiki)."),
+    _claim("twiki-changed-vs-baselines", "TemporalWiki table (changed probes), §8",
+           "On TemporalWiki, TAALM has the lowest changed-knowledge NLL of the methods: below RHO-1, Mix-review, "
+           "RecAdam and K-Adapter after each period",
+           "TAALM row not in the reference release; Mix-review 9.580 / 9.487 / 9.452, RecAdam 9.605 / 9.032 / 9.480",
+           twiki(*(("TAALM", b, "changed") for b in TWIKI_BASELINES)), (TWIKI,), regime=PAPER_TWIKI,
+           explanation="Only Oracle comes close (5.913 / 5.509 / 5.243, below TAALM in period 3); one seed."),
+    _claim("twiki-unchanged", "TemporalWiki table (unchanged probes), §8",
+           "On TemporalWiki, TAALM keeps the unchanged knowledge: its unchanged-probe NLL stays below the baselines' "
+           "after each period",
+           "TAALM row not in the reference release; Finetune unchanged 9.999 / 9.554 / 9.737, K-Adapter 4.019 / "
+           "4.030 / 4.037",
+           twiki(*(("TAALM", b, "unchanged") for b in ("Finetune", "Mix-review", "RecAdam", "RHO-1", "K-Adapter"))),
+           (TWIKI,), regime=PAPER_TWIKI,
+           explanation="Below Finetune, Mix-review and RecAdam every period, but RHO-1 and K-Adapter, which barely "
+                       "update (unchanged NLL moves ≤ 0.01), beat TAALM in some periods; every method moves it by "
+                       "< 0.05 at two updates per period."),
+    _claim("twiki-baseline-order", "TemporalWiki table (baseline rows), §9",
+           "Mix-review and RecAdam end every period below Finetune on both probe sets (changed 9.580 / 9.487 / "
+           "9.452 and 9.605 / 9.032 / 9.480 vs 10.057 / 9.531 / 9.632)",
+           "changed MR 9.580/9.487/9.452, RA 9.605/9.032/9.480 vs FT 10.057/9.531/9.632; unchanged MR 9.529/"
+           "9.514/9.563, RA 9.515/8.993/9.580 vs FT 9.999/9.554/9.737",
+           twiki(*((b, "Finetune", p) for b in ("Mix-review", "RecAdam") for p in ("changed", "unchanged"))),
+           (TWIKI,), regime=PAPER_TWIKI,
+           explanation="Differences of ≤ 0.04 NLL here with signs that change between periods; our RecAdam "
+                       "anneals (λ ≈ 0 early), the paper's is plain Adam (quirk #12)."),
+    _claim("twiki-kadapter", "TemporalWiki table (K-Adapter row), §9",
+           "K-Adapter has by far the lowest NLL of the baselines on TemporalWiki, changed and unchanged (≈ 4.0–4.4 "
+           "against ≥ 9.0 for the QLoRA methods)",
+           "changed 4.268 / 4.154 / 4.357, unchanged 4.019 / 4.030 / 4.037",
+           twiki(*(("K-Adapter", b, p) for b in ("Finetune", "Mix-review", "RecAdam")
+                   for p in ("changed", "unchanged"))),
+           (TWIKI,), regime=PAPER_TWIKI,
+           explanation="Here K-Adapter hardly trains (its changed NLL moves ≤ 0.01 per period): lowest unchanged, "
+                       "highest changed NLL; the paper's 2× gap is a different output level, not reproduced. "
+                       + KADAPTER_WHY),
+    _claim("phi-important-tokens", "§3–§4 (Train-Attention, meta-gradient); the weight heat maps",
+           "Train-Attention, meta-learned through the inner update, predicts which tokens matter: its weights "
+           "concentrate on the tokens that carry the knowledge the later task asks for",
+           "qualitative (heat maps); no number in the reference release", _phi_tokens, (PHI_W, BIO),
+           command=f"{SMALL}; {BIO_CMD}",
+           regime="TinyLlama-1.1B φ (LoRA + scalar head), meta-trained on 4,166 LAMA (D, T_D) pairs, 30 epochs",
+           explanation="LAMA-CKL φ became almost the Oracle mask (object 0.158 vs 8e-8, favouring an entity's last "
+                       "sub-token); the Biography φ is far softer (0.856 vs 0.251, bimodal), still falling when "
+                       "meta-training ended (docs/taalm.md §What φ learned). One φ per world, one seed each."),
+    _claim("phi-vs-uniform", "§2 TWPPL (Finetune = the same update with uniform weights); beyond the paper",
+           "Weighting the training tokens by the meta-learned Train-Attention (TWPPL) teaches new knowledge better "
+           "than the same training with uniform weights",
+           "LAMA-CKL TAALM 0.429 vs Finetune 0.115 Top Acc", _phi_vs_uniform, (BIO,), command=BIO_CMD,
+           regime=PAPER_LAMA,
+           explanation="An ablation the paper does not run, in a Biography CPT with replay-all: TWPPL at w = 1 "
+                       "matches plain replay to the third decimal, so the gain (Continual hFTA 0.843 vs 0.768, "
+                       "Original 0.830 vs 0.803) is φ's weights, not TWPPL's normalisation; replay documents are "
+                       "weighted by φ too. One seed, one method."),
+    _claim("lama-7b", "Table 1 at the paper's scale",
+           "TAALM's LAMA-CKL results at Llama-2-7B QLoRA with a TinyLlama-1.1B φ (Top Acc 0.429 at epoch 4, "
+           "NF Acc 0.898, Total Knowledge 1.327)", "Top Acc 0.4290, NF Acc 0.8983",
+           _untested("needs the reference's LAMA-CKL files, Llama-2-7B and TinyLlama-1.1B-Chat checkpoints and a "
+                     "GPU of ≥ 141 GB for batch 64 (≈ 115 GB estimated): cfka taalm --lama-ckl DIR --model "
+                     "Llama-2-7b-hf --phi-model TinyLlama-1.1B-Chat, ≈ 2 h φ + ≈ 6 min per method (estimated), "
+                     "≥ 2 seeds"), (),
+           explanation="The runner exists and is tested on files in the reference layout with a tiny random-init "
+                       "model; no real file or checkpoint was available offline (docs/taalm.md §Not done)."),
+    _claim("phi-other-size", "§3, §4.4 (φ TinyLlama-1.1B for the 7B θ)",
+           "A smaller Train-Attention model that shares θ's tokenizer (TinyLlama-1.1B φ for a Llama-2-7B θ) "
+           "meta-learns token weights that serve the larger θ", "TAALM 0.4290 Top Acc with the 1.1B φ",
+           _untested("needs a θ/φ pair of two sizes with one tokenizer (Llama-2-7B + TinyLlama, or Pythia-410m θ "
+                     "+ Pythia-70m φ) through cfka taalm --lama-ckl DIR --model θ --phi-model φ, against a φ of "
+                     "θ's own size, ≥ 2 seeds; only a plumbing test on tiny random-init models ran"), (),
+           explanation="Every φ measured here is a copy of θ0 (same size); the tokenizer-hash check that allows a "
+                       "φ of another size is tested, its effect is not."),
+    _claim("twiki-real", "TemporalWiki table, §8", "On the real TemporalWiki (TinyLlama-1.1B, Wikipedia diffs "
+           "0910 → 1112), TAALM has the lowest changed and unchanged NLL", "TAALM row not in the reference release",
+           _untested("needs the TemporalWiki diff sets and probes, a TinyLlama-1.1B-Chat checkpoint and a "
+                     "TemporalWiki φ: cfka taalm --temporalwiki DIR --model TinyLlama --phi-train "
+                     "train_attention_traindata_0809.jsonl, on a GPU (this CPU cannot hold a 0.5B training step)"), (),
+           regime=PAPER_TWIKI, explanation="Only the synthetic three-period analogue ran (taalm.twiki-*)."),
+    _claim("tinyllama-theta", "Table 5 [REPORTED; attribution uncertain]",
+           "TAALM with a TinyLlama-1.1B θ on LAMA-CKL reaches Top Acc 32.6", "Top Acc 32.6 [REPORTED]",
+           _untested("needs the real LAMA-CKL files and a TinyLlama-1.1B θ and φ (cfka taalm --lama-ckl DIR --model "
+                     "TinyLlama), ≥ 2 seeds, and the paper's Table 5 to confirm what 32.6 is"), (),
+           explanation="The number comes from a secondary listing; the spec could not check it against the paper."),
+    _claim("lr-selection", "§7 (one setting for every method)",
+           "Every method runs with the same θ start, learning rate (1e-4), effective batch (64) and 30 epochs, and "
+           "TAALM leads the table at that shared setting",
+           "lr 1e-4 for all; TAALM 0.429 vs best baseline 0.141",
+           _untested("needs TAALM and each baseline at its own best learning rate (a recorded sweep, ≥ 2 seeds); "
+                     "cfka taalm has no lr flag, and the sweep that chose 3e-3 (Finetune and Oracle only, 15 "
+                     "epochs) was a development run with no command recorded"), (),
+           explanation="Our table shares one lr (3e-3) as the paper does, but that lr was picked on Finetune and "
+                       "Oracle alone (docs/taalm.md §Scale and time to peak); TAALM was never run at another lr."),
+)

@@ -1,0 +1,102 @@
+"""The TAALM claim rules on small synthetic records: the verdict the numbers imply, one seed at most `partly`, a
+margin of one fact no margin, TemporalWiki signs per (seed, period); and the registry's shape on the real records."""
+
+import pathlib
+
+import pytest
+
+from cfka_jax.claims import table
+from cfka_jax.claims.papers import taalm
+from cfka_jax.claims.results import Record, load_records
+from cfka_jax.claims.verdicts import Judgement
+
+RESULTS = pathlib.Path(__file__).parents[2] / "results"
+REGIME = {"n_to_learn": 45, "n_not_to_forget": 50}
+
+
+def record(name, rows, seeds):
+    prov = {"docs_file": "docs/x.md", "docs_commit": "0" * 40, "command": "cfka taalm --preset small", "date": "d",
+            "seeds": list(seeds), "pt_replicates": []}
+    return Record(name, "transcribed", prov, REGIME, tuple(rows))
+
+
+def lama_record(values: dict[str, list[float]], metric="top_acc"):
+    """One row per (method, seed) with ``metric`` (and Total = metric + 0.8, so both move together)."""
+    seeds = range(max(len(v) for v in values.values()))
+    rows = [{"method": m, "seed": s, metric: x, "total": x + 0.8}
+            for m, xs in values.items() for s, x in zip(seeds, xs)]
+    return {taalm.LAMA: record(taalm.LAMA, rows, seeds)}
+
+
+def test_lama_one_seed_is_at_most_partly_however_large_the_gap():
+    rule = taalm.lama(("TAALM", "Finetune", "top_acc"))
+    j = rule(lama_record({"TAALM": [0.9], "Finetune": [0.1]}))
+    assert j.verdict == "partly" and "one run" in j.reason and "lr 3e-3" in j.reason
+    assert "0.900 (n=1) vs 0.100 (n=1)" in j.ours
+
+
+@pytest.mark.parametrize("taalm_acc, finetune_acc, verdict", [
+    ([0.40, 0.42], [0.10, 0.12], "holds"),            # two seeds each, ranges apart
+    ([0.30, 0.42], [0.10, 0.35], "not reproduced"),   # ranges overlap
+    ([0.10, 0.12], [0.40, 0.42], "refuted"),          # the other way round beyond the spread
+])
+def test_lama_two_seeds_follow_the_spread_rule(taalm_acc, finetune_acc, verdict):
+    rule = taalm.lama(("TAALM", "Finetune", "top_acc"))
+    assert rule(lama_record({"TAALM": taalm_acc, "Finetune": finetune_acc})).verdict == verdict
+
+
+def test_a_margin_of_one_fact_on_one_run_is_no_margin():
+    rule = taalm.lama(("TAALM + Mix-review", "TAALM", "top_acc"))
+    j = rule(lama_record({"TAALM + Mix-review": [0.3222], "TAALM": [0.3000]}))  # +1 fact of 45
+    assert j.verdict == "not reproduced" and "within one fact" in j.reason
+    assert rule(lama_record({"TAALM + Mix-review": [0.3444], "TAALM": [0.3000]})).verdict == "partly"  # 2 facts
+
+
+def test_epoch_is_lower_better_and_the_worst_comparison_decides():
+    rec = record(taalm.LAMA, [{"method": "TAALM", "seed": 0, "epoch": 4, "top_acc": 0.4},
+                              {"method": "Finetune", "seed": 0, "epoch": 16, "top_acc": 0.5}], [0])
+    assert taalm.lama(("TAALM", "Finetune", "epoch"))({taalm.LAMA: rec}).verdict == "partly"
+    both = taalm.lama(("TAALM", "Finetune", "epoch"), ("TAALM", "Finetune", "top_acc"))({taalm.LAMA: rec})
+    assert both.verdict == "not reproduced" and "1 of 2 comparisons" in both.reason
+    assert "Epoch Finetune vs TAALM" in both.ours and "Top Acc TAALM vs Finetune" in both.ours
+
+
+def twiki_record(after_a, after_b):
+    """TAALM's and Finetune's after-training changed NLL: one list per seed, one value per period."""
+    rows = [{"method": m, "seed": s, "period": p + 1, "probes": "changed", "before": 6.0, "after": x}
+            for m, per_seed in (("TAALM", after_a), ("Finetune", after_b))
+            for s, xs in enumerate(per_seed) for p, x in enumerate(xs)]
+    return {taalm.TWIKI: record(taalm.TWIKI, rows, range(len(after_a)))}
+
+
+@pytest.mark.parametrize("after_a, after_b, verdict", [
+    ([[5.8, 5.5, 5.2]], [[6.1, 5.7, 5.6]], "partly"),                         # one seed, lower every period
+    ([[5.8, 5.9, 5.2]], [[6.1, 5.7, 5.6]], "not reproduced"),                 # one seed, mixed
+    ([[6.2, 5.9, 5.7]], [[6.1, 5.7, 5.6]], "not reproduced"),                 # one seed, higher: not refuted
+    ([[5.8, 5.5, 5.2], [5.9, 5.4, 5.3]], [[6.1, 5.7, 5.6], [6.0, 5.8, 5.5]], "holds"),
+    ([[6.2, 5.9, 5.7], [6.3, 5.8, 5.7]], [[6.1, 5.7, 5.6], [6.0, 5.6, 5.5]], "refuted"),
+])
+def test_twiki_sign_per_seed_and_period(after_a, after_b, verdict):
+    j = taalm.twiki(("TAALM", "Finetune", "changed"))(twiki_record(after_a, after_b))
+    assert j.verdict == verdict, j.reason
+
+
+def test_one_seed_cap():
+    one = [record("x", [{"a": 1}], [0])]
+    assert taalm.one_seed_cap(Judgement("holds", "r"), one).verdict == "partly"
+    assert taalm.one_seed_cap(Judgement("refuted", "r"), one).verdict == "not reproduced"
+    assert taalm.one_seed_cap(Judgement("holds", "r"), [record("x", [{"a": 1}], [0, 1])]).verdict == "holds"
+
+
+def test_registry_on_the_records():
+    records = load_records(RESULTS)
+    rows = [table.judge(c, records) for c in taalm.CLAIMS]
+    assert len(rows) >= 13 and all(c.id.startswith("taalm.") for c in taalm.CLAIMS)
+    assert [c.id for c in taalm.CLAIMS if c.headline] == ["taalm.lama-vs-finetune"]
+    for r in rows:
+        if r.claim.records and min(records[n].seeds for n in r.claim.records) < 2:
+            assert r.judgement.verdict not in ("holds", "refuted"), r.claim.id
+        if not r.claim.records:
+            assert r.judgement.verdict == "not tested" and r.claim.command == ""
+        if taalm.LAMA in r.claim.records and r.judgement.verdict != "not tested":
+            assert "lr 3e-3 chosen on Finetune and Oracle only" in r.judgement.reason, r.claim.id
