@@ -35,6 +35,7 @@ import numpy as np
 from flax import nnx
 
 from cfka_jax import jsonio
+from cfka_jax.claims.results import Clock, provenance, write_record
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.data.sharing import format_sharing, interfered_facts, name_sharing
 from cfka_jax.eval.coverage import corpus_measures
@@ -73,6 +74,9 @@ class RegimeConfig:
     bpe_vocab: int | None = None
     cache_dir: str = "runs/data-cache"
     progress: bool = True
+    record: str | None = None
+    pt_label: str | None = None
+    results: str = "results"
 
     @property
     def scale(self):
@@ -94,6 +98,9 @@ class RegimeConfig:
             raise ValueError("--train / --naive need the finished PT run; drop --pt-checkpoint")
         if self.arch not in ARCHS or self.update not in UPDATES:
             raise ValueError(f"--arch in {ARCHS}, --update in {UPDATES}; got {self.arch!r}, {self.update!r}")
+        if self.record is not None and not self.pt_label:
+            raise ValueError("--record needs --pt-label (which PT model, e.g. the PT seed: s0, s1): records pair runs "
+                             "by PT model and seed")
 
 
 def switches(cfg: RegimeConfig, kind: str) -> ReplaySwitches:
@@ -191,10 +198,12 @@ def main_cfg(cfg: RegimeConfig) -> list[dict]:
             row = measure_corpus(cfg, kind, seed, model, step, data)
             if cfg.train:
                 row.update(train_cell(cfg, kind, seed, data))
+                write_study_record(cfg)
             rows.append(row)
             print(f"[stoc-regime] {kind} seed {seed}: " + ", ".join(f"{k} {row[k]:.3f}" for k in MEASURES))
         if cfg.naive:
             rows.append({"kind": "naive", "seed": seed, **train_cell(cfg, None, seed, data)})
+            write_study_record(cfg)
     print(markdown(rows))
     return report(cfg, sharing)
 
@@ -226,7 +235,39 @@ def report(cfg: RegimeConfig, sharing: dict | None = None) -> list[dict]:
     jsonio.write_json_atomic(out / "table.json", {"preset": cfg.preset, "sharing": sharing, "rows": rows}, indent=1)
     jsonio.write_text_atomic(out / "table.md", f"world {cfg.preset}: {format_sharing(sharing)}\n\n"
                              + markdown(rows) + "\n")
+    write_study_record(cfg)
     return rows
+
+
+RECORD_METRICS = {"Original/sFTA": "original_sfta", "Original/EM": "original_em", "Continual/sFTA": "continual_sfta",
+                  "retention/interfered": "retention_interfered", "retention/rest": "retention_rest",
+                  "voiced/interfered": "voiced_interfered", "voiced/rest": "voiced_rest",
+                  "pt_fact_coverage": "old_facts_voiced", "names_real_old": "names_real_old"}
+"""Study measures → record columns (×100, as the paper reports them)."""
+CLOCK = Clock()
+"""Wall and CPU time of this process (a produced record's provenance)."""
+
+
+def write_study_record(cfg: RegimeConfig):
+    """The produced record ``cfg.record`` (``results/<name>.json``) of every finished CPT cell in ``cfg.out``: one row
+    per (kind, seed) with the PT model's label; rewritten as cells finish, so nothing measured is lost. No-op
+    without ``--record``."""
+    if cfg.record is None:
+        return None
+    rows = [{"kind": {"stoc_j1": "stoc"}.get(r["kind"], r["kind"]), "pt": cfg.pt_label, "seed": r["seed"],
+             **{new: round(100 * float(r[old]), 2) for old, new in RECORD_METRICS.items() if r.get(old) is not None}}
+            for r in collect(pathlib.Path(cfg.out)) if r.get("Original/sFTA") is not None]
+    if not rows:
+        return None
+    pt = RunFolder(cfg.pt_dir).final() or {}
+    regime = {"model": f"Biography port ({cfg.arch}, preset {cfg.preset})", "world": cfg.preset,
+              "dose": f"the preset's CPT steps, α = {cfg.alpha}, {cfg.update} update",
+              "pt_quality": {k: round(100 * float(v), 2) for k, v in pt.items()
+                             if k in ("Original/sFTA", "Original/EM", "Train/sFTA") and v is not None}}
+    seeds = sorted({r["seed"] for r in rows})
+    return write_record(cfg.results, cfg.record, rows=rows, regime=regime,
+                        provenance=provenance(config=dataclasses.asdict(cfg), seeds=seeds,
+                                              pt_replicates=[cfg.pt_label], clock=CLOCK))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,13 +290,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bpe-vocab", type=int, default=None, help="the PT run's BPE tokenizer size (cfka pt --bpe-vocab)")
     ap.add_argument("--cache-dir", default="runs/data-cache")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--record", default=None, help="also write the produced result record results/RECORD.json")
+    ap.add_argument("--pt-label", default=None, help="the PT model's label in the record (e.g. its PT seed: s0)")
+    ap.add_argument("--results", default="results", help="the folder of result records")
     a = ap.parse_args(argv)
     try:
         cfg = RegimeConfig(preset=a.preset, pt_dir=a.pt_dir, out=a.out, kinds=tuple(k for k in a.kinds.split(",") if k),
                            seeds=tuple(int(s) for s in a.seeds.split(",")), sources=a.sources, alpha=a.alpha,
                            train=a.train, naive=a.naive or a.report, pt_checkpoint=a.pt_checkpoint, cache_dir=a.cache_dir,
                            progress=not a.no_progress, arch=a.arch, update=a.update, lora_rank=a.lora_rank,
-                           freeze_layers=a.freeze_layers, bpe_vocab=a.bpe_vocab)
+                           freeze_layers=a.freeze_layers, bpe_vocab=a.bpe_vocab, record=a.record,
+                           pt_label=a.pt_label, results=a.results)
     except ValueError as err:
         ap.error(str(err))  # exit 2, naming the flag
     report(cfg) if a.report else main_cfg(cfg)

@@ -15,6 +15,7 @@ only constructors a check needs; the helpers in ``claims/checks.py`` measure the
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Literal
 
 import jax
@@ -54,6 +55,9 @@ class Claim:
             raise ValueError(f"claim {self.statement!r}: status must be one of {STATUSES}, got {self.status!r}")
         if not self.lemma or not self.statement:
             raise ValueError(f"a claim needs a lemma and a statement, got {self.lemma!r}, {self.statement!r}")
+        if self.status != "FAIL" and not (math.isfinite(self.measured) and math.isfinite(self.tolerance)):
+            raise ValueError(f"claim {self.statement!r}: status {self.status} with measured {self.measured} and "
+                             f"tolerance {self.tolerance}: a non-finite measurement or bound can only FAIL")
 
     @property
     def claim(self) -> str:

@@ -55,8 +55,9 @@ def load_checks(path: str | os.PathLike) -> list[Check]:
     sys.modules[mod_name] = module  # dataclasses and pickling look modules up by name
     try:
         spec.loader.exec_module(module)
-    except SyntaxError as err:
-        raise ValueError(f"--extra {path}: line {err.lineno}: {err.msg}") from err
+    except Exception as err:  # noqa: BLE001 - the user's file: its failure becomes a FAIL row, the rest still runs
+        where = f"line {err.lineno}: {err.msg}" if isinstance(err, SyntaxError) else _exception(err)
+        return [Check(path.stem, _failed(f"{path} could not be imported: {where}", path.stem), str(path))]
     marked = [v for v in vars(module).values() if callable(v) and hasattr(v, _MARK)]
     if marked:
         return [Check(getattr(f, _MARK), f, str(path)) for f in marked]
@@ -100,13 +101,31 @@ class Registry:
         claims: list[Claim] = []
         for item in self.select(only):
             start = time.perf_counter()
-            rows = item.run(out)
+            try:
+                rows = item.run(out)
+            except Exception as err:  # noqa: BLE001 - one check's failure is its FAIL row; the others still run
+                rows = _failed(f"check {item.name!r} ({item.source}) raised {_exception(err)}", item.name)(out)
             if not isinstance(rows, list) or not rows or not all(isinstance(r, Claim) for r in rows):
-                raise ValueError(f"check {item.name!r} ({item.source}) must return a non-empty list of Claim, "
-                                 f"got {type(rows).__name__}")
+                rows = _failed(f"check {item.name!r} ({item.source}) must return a non-empty list of Claim, got "
+                               f"{type(rows).__name__}", item.name)(out)
             log(f"{item.name}: {len(rows)} claims in {time.perf_counter() - start:.1f}s")
             claims.extend(dataclasses.replace(r, check=item.name) for r in rows)
         return assign_ids(claims)
+
+
+def _exception(err: BaseException) -> str:
+    """'ZeroDivisionError: division by zero (at file.py, line 12)': the exception and the innermost frame."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    at = f" (at {frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    return f"{type(err).__name__}: {err}{at}"
+
+
+def _failed(message: str, lemma: str) -> CheckFn:
+    """A check that returns one FAIL row carrying ``message`` (a check that could not run did not pass)."""
+    return lambda out_dir: [Claim(lemma, "the check runs and returns its claims", float("nan"), 0.0, "FAIL",
+                                  message)]
 
 
 def assign_ids(claims: list[Claim]) -> list[Claim]:

@@ -189,8 +189,8 @@ def summary_markdown(rows: Sequence[Row]) -> str:
     heads = [r for r in rows if r.claim.headline]
     if heads:
         lines += ["", "Headline findings:", ""]
-        lines += [f"- **{r.judgement.verdict}** — {_md(r.claim.statement)} ({r.claim.id}; ours {_md(r.judgement.ours)}): "
-                  f"{_md(r.judgement.reason)}" for r in heads]
+        lines += [f"- **{r.judgement.verdict}** — {_md(r.claim.statement)} (`{r.claim.id}`, {r.seeds} seeds × "
+                  f"{r.pt_replicates} PT models, {r.record}): {_md(r.judgement.reason)}" for r in heads]
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cfka_jax import claims
-from cfka_jax.claims import Check, Registry, at_least, holds, load_checks, refuted
+from cfka_jax.claims import Check, Claim, Registry, at_least, holds, load_checks, refuted
 from tests.tolerances import F64
 
 EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "my_lemma.py"
@@ -54,8 +54,11 @@ def test_registry_stamps_ids_and_rejects_bad_checks(tmp_path):
         reg.add(Check("one", ok, "elsewhere"))
     with pytest.raises(ValueError, match="--only 'nope'"):
         reg.select("nope")
-    with pytest.raises(ValueError, match="non-empty list of Claim"):
-        Registry([Check("empty", lambda out: [], "f.py")]).run(tmp_path, log=lambda *_: None)
+    bad = Registry([Check("empty", lambda out: [], "f.py"), Check("boom", lambda out: 1 / 0, "g.py"),
+                    Check("two", lambda out: [holds("l", "c", 0.0, 1.0)], "there")]).run(tmp_path, log=lambda *_: None)
+    assert [r.status for r in bad] == ["FAIL", "FAIL", "PASS"]  # a check that cannot run FAILs; the others run
+    assert "non-empty list of Claim" in bad[0].detail and "f.py" in bad[0].detail
+    assert "ZeroDivisionError" in bad[1].detail and "'boom' (g.py)" in bad[1].detail and bad[1].check == "boom"
     with pytest.raises(ValueError, match="'mine'.*already used"):
         Registry([Check("a", ok, "x"), Check("b", ok, "y")]).run(tmp_path, log=lambda *_: None)
 
@@ -68,11 +71,26 @@ def test_load_checks_finds_marked_functions_or_run_and_names_the_file(tmp_path):
     plain.write_text("from cfka_jax.claims import holds\n\ndef run(out):\n    return [holds('p', 's', 0.0, 1.0)]\n")
     assert [c.name for c in load_checks(marked)] == ["lemma-a", "b"] and [c.name for c in load_checks(plain)] == ["plain"]
     (tmp_path / "none.py").write_text("x = 1\n")
-    (tmp_path / "broken.py").write_text("def run(out):\n    return [\n\n")
-    for name, words in (("none.py", "neither"), ("broken.py", "line"), ("missing.py", "not a Python file")):
+    for name, words in (("none.py", "neither"), ("missing.py", "not a Python file")):
         with pytest.raises(ValueError, match=words) as err:
             load_checks(tmp_path / name)
         assert name in str(err.value)
+    (tmp_path / "broken.py").write_text("def run(out):\n    return [\n\n")
+    (tmp_path / "raising.py").write_text("import math\nraise RuntimeError('no data here')\n")
+    for name, words in (("broken.py", "line"), ("raising.py", "RuntimeError: no data here")):
+        [only] = load_checks(tmp_path / name)  # a file that cannot be imported is one FAIL row, not a traceback
+        [row] = Registry([only]).run(tmp_path, log=lambda *_: None)
+        assert row.status == "FAIL" and name in row.detail and words in row.detail, row.detail
+
+
+def test_a_claim_with_a_non_finite_measurement_cannot_pass():
+    for status in ("PASS", "REFUTED"):
+        with pytest.raises(ValueError, match="non-finite"):
+            Claim("l", "s", float("nan"), 1.0, status)
+        with pytest.raises(ValueError, match="non-finite"):
+            Claim("l", "s", 0.0, float("inf"), status)
+    assert Claim("l", "s", float("nan"), 1.0, "FAIL").status == "FAIL"
+    assert holds("l", "s", float("nan"), 1.0).status == "FAIL" and refuted("l", "s", float("nan"), 1.0).status == "FAIL"
 
 
 def test_fitted_order_and_its_interval():

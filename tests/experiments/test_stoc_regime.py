@@ -56,6 +56,19 @@ def test_collect_joins_corpus_measures_and_cpt_runs(tmp_path):
     (unfinished / "retention_split.json").write_text("{}")
     rows = sr.collect(tmp_path)
     assert len(rows) == 1 and rows[0]["Original/sFTA"] == 0.5 and rows[0]["names_real_old"] == 0.5
+    cfg = sr.RegimeConfig(pt_dir=str(tmp_path / "no-pt"), out=str(tmp_path), record="cfka/study", pt_label="s1",
+                          results=str(tmp_path / "results"))
+    sr.write_study_record(cfg)
+    from cfka_jax.claims.results import load_records
+
+    rec = load_records(tmp_path / "results")["cfka/study"]
+    assert rec.origin == "produced" and rec.provenance["pt_replicates"] == ["s1"] and rec.provenance["seeds"] == [1]
+    assert rec.rows == ({"kind": "random", "pt": "s1", "seed": 1, "original_sfta": 50.0, "original_em": 70.0,
+                         "continual_sfta": 60.0, "retention_interfered": 45.0, "retention_rest": 55.0,
+                         "voiced_interfered": 30.0, "voiced_rest": 60.0, "old_facts_voiced": 40.0,
+                         "names_real_old": 50.0},)
+    with pytest.raises(ValueError, match="--pt-label"):
+        sr.RegimeConfig(record="cfka/x")
     table = sr.markdown(rows)
     assert "| random | 1 | 2000 | 7 | 10.0 | 50.0 | 25.0 | 25.0 | 40.0 | 80.0 | 30.0 | 60.0 | 50.0 | 70.0 | 60.0 | " \
            "45.0 | 55.0 |" in table
