@@ -14,14 +14,13 @@ change z_trained − z_init.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import pathlib
 
 import jax
 import numpy as np
 from flax import nnx
 
+from cfka_jax import jsonio
 from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.eval.em import em_prompts, exact_match_rate
 from cfka_jax.eval.fta import fta_evaluator
@@ -173,12 +172,9 @@ def panel(pt: EnsembleResult, bundle: DataBundle, vocab: dict, slots: np.ndarray
     return analyse(mc, z, z0, measures, num_boot), arrays
 
 
-def write_atomic(path: pathlib.Path, text: str) -> None:
-    """``text`` at ``path`` via a temporary file renamed over it."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+write_atomic = jsonio.write_text_atomic
+"""``text`` at ``path``, atomically (the one writer: ``cfka_jax/jsonio.py``)."""
 
 
 def write_json(path: pathlib.Path, obj) -> None:
-    write_atomic(path, json.dumps(obj, indent=1))
+    jsonio.write_json_atomic(path, obj, indent=1)

@@ -7,13 +7,12 @@ seconds for the tests, ``small`` is the measured scale of ``docs/geometry.md`` (
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 import pathlib
 
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.geometry.synthetic import ModelConfig, TaskConfig, fit, make_task
 
 
@@ -87,17 +86,10 @@ def _clean(x):
 
 
 def write_json(out: pathlib.Path, name: str, obj) -> pathlib.Path:
-    out.mkdir(parents=True, exist_ok=True)
+    """``out/name.json`` written atomically (``jsonio.write_json_atomic``), non-finite floats as null / "inf"."""
     path = out / f"{name}.json"
-    _atomic_write(path, json.dumps(_clean(obj), indent=1) + "\n")
+    jsonio.write_json_atomic(path, _clean(obj), allow_nan=False, indent=1)
     return path
-
-
-def _atomic_write(path: pathlib.Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (no half-written results)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
@@ -112,7 +104,7 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
 def write_markdown(out: pathlib.Path, name: str, title: str, body: str) -> pathlib.Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.md"
-    _atomic_write(path, f"# {title}\n\n{body}")
+    jsonio.write_text_atomic(path, f"# {title}\n\n{body}")
     return path
 
 

@@ -12,25 +12,17 @@ import json
 import math
 import os
 import pathlib
-import tempfile
 
+from cfka_jax import jsonio
 from cfka_jax.claims.record import Claim, counts
 
 COLUMNS = ("lemma", "claim", "measured", "tolerance", "status")
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> pathlib.Path:
-    """Writes ``text`` (UTF-8) to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    path = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Writes ``text`` (UTF-8) to ``path`` atomically (``cfka_jax/jsonio.py``, the one writer); returns the path."""
+    jsonio.write_text_atomic(path, text)
+    return pathlib.Path(path)
 
 
 def _cells(c: Claim) -> tuple[str, ...]:

@@ -376,7 +376,7 @@ def lora_worst(records) -> Judgement:
 
 def ewc(records) -> Judgement:
     """Forgetting under EWC, EWC against replay, EWC against naive (the 3-stage stream, 2 seeds; the λ sweep)."""
-    st, bio, pts = records[STREAMS], records[BIO], records[PTS]
+    st, bio = records[STREAMS], records[BIO]  # the claim also names PTS (the PT models behind the sweep)
     e, n, rp = {"stream": "ewc-rewarm"}, {"stream": "naive-rewarm"}, {"stream": "replay25-rewarm"}
     kept = spread(st.values("final_original", **e))
     pt_stream = st.values("original_sfta", stream="pt")[0]
