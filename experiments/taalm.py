@@ -40,7 +40,9 @@ TWIKI_METHODS = ("Finetune", "Oracle", "RHO-1", "Mix-review", "RecAdam", "K-Adap
 @dataclasses.dataclass(frozen=True)
 class TaalmConfig:
     """Everything one ``cfka taalm`` run does (presets below). ``review``: Mix-review replays the NOT-TO-FORGET
-    evidence (reference, quirk #25) or evidence of other invariant facts (``disjoint``)."""
+    evidence (reference, quirk #25) or evidence of other invariant facts (``disjoint``). ``seed``: the study seed
+    N that :func:`with_seed` spread over every stage's seed (:data:`SEED_FIELDS`); ``lora_seed``: θ0's fresh
+    LoRA adapters (meta-training's θ0 and every method's)."""
 
     preset: str = "small"
     out: str = "runs/taalm-small"
@@ -59,6 +61,8 @@ class TaalmConfig:
     unchanged_per_period: int = 100
     heatmap_docs: int = 4
     progress: bool = True
+    seed: int = 0
+    lora_seed: int = 0
 
     def __post_init__(self):
         for flag, names in (("--methods", self.methods), ("--twiki-methods", self.twiki_methods)):
@@ -119,8 +123,50 @@ def preset(name: str, out: str | None = None) -> TaalmConfig:
     return PRESETS[name](out or f"runs/taalm-{name}")
 
 
-def run(cfg: TaalmConfig, *, twiki: bool = True) -> dict:
-    """Every stage (module docstring); returns ``{"lama": {method: result}, "twiki": {method: [periods]}}``."""
+SEED_FIELDS = ("pt.seed", "lora_seed", "ckl.seed", "ckl.kadapter.seed", "twiki.seed", "twiki.kadapter.seed",
+               "phi.seed", "metatrain.seed", "metatrain.split_seed", "metatrain.order_seed")
+"""Every seed of the study, as dotted field paths: θ0's pre-training (initialisation and batch order), θ0's LoRA
+initialisation, the LAMA-CKL and TemporalWiki epoch order, dropout and K-Adapter initialisation, φ's head and
+adapters, φ's meta-training key, its validation split and its pair order. The world (``data.seed``: people,
+changes, evidence, the TemporalWiki periods and review sample) is not among them: every seed runs the same
+benchmark, though the LAMA-CKL sets are selected by each seed's own θ0 (strict selection, spec §5.5)."""
+SEED_STRIDE = 1000
+"""Study seed N moves every seed of :data:`SEED_FIELDS` by ``SEED_STRIDE · N`` from the preset's value (N = 0: the
+preset itself). The presets' seeds lie within 0..42, far below the stride, so no stage's seed at one N equals
+another stage's seed at another N (N < 1000)."""
+
+
+def _get(cfg, path: str):
+    for part in path.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def _set(cfg, path: str, value):
+    head, _, rest = path.partition(".")
+    return dataclasses.replace(cfg, **{head: _set(getattr(cfg, head), rest, value) if rest else value})
+
+
+def stage_seeds(cfg: TaalmConfig) -> dict[str, int]:
+    """Every stage's seed (:data:`SEED_FIELDS`) of ``cfg``."""
+    return {path: _get(cfg, path) for path in SEED_FIELDS}
+
+
+def with_seed(cfg: TaalmConfig, seed: int) -> TaalmConfig:
+    """``cfg`` at study seed ``seed``: each seed of :data:`SEED_FIELDS` becomes its value at study seed 0 plus
+    ``SEED_STRIDE · seed`` (``with_seed(preset(p), 0) == preset(p)``; applying it again replaces the shift)."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < SEED_STRIDE:
+        raise ValueError(f"--seed must be an integer in [0, {SEED_STRIDE}), got {seed!r}")
+    shift = SEED_STRIDE * (seed - cfg.seed)
+    for path in SEED_FIELDS:
+        cfg = _set(cfg, path, _get(cfg, path) + shift)
+    return dataclasses.replace(cfg, seed=seed)
+
+
+def run(cfg: TaalmConfig, *, twiki: bool = True, on_stage=None) -> dict:
+    """Every stage (module docstring); returns ``{"lama": {method: result}, "twiki": {method: [periods]}}``.
+    ``on_stage(name)`` is called when the LAMA-CKL (``"lama"``) and TemporalWiki (``"twiki"``) tables are done
+    (``cfka taalm --record`` writes its records there)."""
     out = pathlib.Path(cfg.out)
     stages.check_config(out, cfg)
     world = build_synthetic_world(cfg.data)
@@ -131,7 +177,11 @@ def run(cfg: TaalmConfig, *, twiki: bool = True) -> dict:
                               cfg.strict_selection)
     phi, setup = stages.phi_stage(out, cfg, model, tok, sets)
     lama = stages.lama_stage(out, cfg, model, tok, sets, setup, world)
+    if on_stage is not None:
+        on_stage("lama")
     tw = stages.twiki_stage(out, cfg, model, tok, world, setup, sets) if twiki else {}
+    if on_stage is not None and twiki:
+        on_stage("twiki")
     stages.write_reports(out, cfg, lama, tw, sets, pt_record, setup, tok)
     return {"lama": lama, "twiki": tw}
 

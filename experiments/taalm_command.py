@@ -36,6 +36,19 @@ class Config:
     """TemporalWiki"""
     progress: bool = True
     """progress bars"""
+    seed: int = 0
+    """study seed N: every seed of the study (θ0 pre-training and LoRA, epoch order and dropout, φ's init and
+    meta-training, pair split and order) moves by 1000·N from the preset's (taalm.with_seed); 0: the preset's
+    defaults"""
+    record: str | None = None
+    """after each stage, write the produced records results/taalm/lama_ckl_<RECORD>.json and twiki_<RECORD>.json
+    over the finished folders of --record-seeds (experiments/taalm_record.py)"""
+    record_seeds: tuple[int, ...] = ()
+    """comma-separated seeds whose folders (--record-dirs) the records merge (default: --seed only)"""
+    record_dirs: str = "runs/taalm-{preset}-s{seed}"
+    """the run folder of each record seed ({preset}, {seed}); --out must be the one of --seed"""
+    results: str = "results"
+    """the folder of result records"""
     biography: str | None = None
     """meta-train φ for the Biography world of this finished `cfka pt` run and measure it in `cfka cpt` with replay
     (experiments/taalm_biography.py; its own options, `cfka taalm --biography X --help`)"""
@@ -47,7 +60,7 @@ class Config:
 
     def taalm(self):
         """The study's config: the preset with the chosen methods."""
-        from cfka_jax.experiments.taalm import preset
+        from cfka_jax.experiments.taalm import preset, with_seed
 
         cfg = preset(self.preset, self.out)
         over = {"progress": self.progress}
@@ -55,7 +68,40 @@ class Config:
             over["methods"] = self.methods
         if self.twiki_methods:
             over["twiki_methods"] = self.twiki_methods
-        return dataclasses.replace(cfg, **over)
+        return with_seed(dataclasses.replace(cfg, **over), self.seed)
+
+    def __post_init__(self):
+        if self.seed < 0:
+            raise ValueError(f"--seed must be >= 0, got {self.seed}")
+        if self.record is None:
+            return
+        if not self.record or "/" in self.record or ".." in self.record:
+            raise ValueError(f"--record {self.record!r}: a name such as 'small' (records taalm/lama_ckl_<NAME>)")
+        if any(s < 0 for s in self.record_seeds):
+            raise ValueError(f"--record-seeds must be >= 0, got {self.record_seeds}")
+        try:
+            mine = self.record_dirs.format(preset=self.preset, seed=self.seed)
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"--record-dirs {self.record_dirs!r}: only {{preset}} and {{seed}} may appear ({e})")
+        if "{seed}" not in self.record_dirs:
+            raise ValueError(f"--record-dirs {self.record_dirs!r} must contain {{seed}} (one folder per seed)")
+        if self.record_seeds and self.seed not in self.record_seeds:
+            raise ValueError(f"--record-seeds {','.join(map(str, self.record_seeds))} lacks --seed {self.seed}")
+        out = self.out or f"runs/taalm-{self.preset}"
+        if pathlib.Path(out).resolve() != pathlib.Path(mine).resolve():
+            raise ValueError(f"--out {out} is not --record-dirs's folder of seed {self.seed} ({mine}); the record "
+                             "would leave this run out")
+
+    def record_stage(self, stage: str) -> None:
+        """After ``stage`` (``lama``, ``twiki``): this run's clock, then the stage's record over the seeds."""
+        from cfka_jax.experiments import taalm_record
+
+        taalm_record.stamp(self.taalm().out, stage)
+        path = taalm_record.write_stage_record(stage, name=self.record, results=self.results,
+                                               template=self.record_dirs, seeds=self.record_seeds or (self.seed,),
+                                               preset=self.preset)
+        if path is not None:
+            print(f"[taalm] record {path}", flush=True)
 
 
 def _presets() -> list[str]:
@@ -65,7 +111,8 @@ def _presets() -> list[str]:
 
 
 SYNTHETIC = Flags(Config, prog="cfka taalm", choices={"preset": _presets},
-                  metavars={"out": "DIR", "biography": "PT_DIR", "lama_ckl": "DIR", "temporalwiki": "DIR"})
+                  metavars={"out": "DIR", "record": "NAME", "record_dirs": "TEMPLATE", "results": "DIR",
+                            "biography": "PT_DIR", "lama_ckl": "DIR", "temporalwiki": "DIR"})
 """The synthetic benchmarks' options (and the two options that choose another study)."""
 
 SELECTORS = {"biography": ("--biography",), "real": ("--lama-ckl", "--temporalwiki")}
@@ -118,7 +165,7 @@ def command(parsed) -> int:
     from cfka_jax.experiments.taalm import run
 
     study = cfg.taalm()
-    run(study, twiki=cfg.twiki)
+    run(study, twiki=cfg.twiki, on_stage=cfg.record_stage if cfg.record is not None else None)
     print((pathlib.Path(study.out) / "table.md").read_text())
     return 0
 

@@ -100,7 +100,7 @@ def phi_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets):
         check_made_from(_read(folder / "phi.json").get(KEY), made_from, flag="--out", folder=folder)
         phi, _, _ = load_phi(folder)
     else:
-        setup = meta_setup(model, cfg.phi, cfg.theta_lora)
+        setup = meta_setup(model, cfg.phi, cfg.theta_lora, lora_seed=cfg.lora_seed)
         pairs = pair_set(tok, sets.ta_train)
         t0 = time.perf_counter()
         res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, cfg.metatrain, progress=cfg.progress)
@@ -140,7 +140,7 @@ def lama_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, handle: PhiHan
             continue
         method = resolve(name, "ckl")
         t0 = time.perf_counter()
-        theta = build_theta(model, method, cfg.theta_lora, cfg.ckl.kadapter)
+        theta = build_theta(model, method, cfg.theta_lora, cfg.ckl.kadapter, lora_seed=cfg.lora_seed)
         res = run_lama_ckl(theta, method, stream, probes, cfg.ckl, review=review)
         res["wall_s"] = time.perf_counter() - t0
         _json(path, res)
@@ -171,7 +171,7 @@ def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, se
                 raise ValueError(f"{path}: expected a non-empty JSON list of periods (a damaged result file)")
             continue
         method = resolve(name, "ckl")
-        theta = build_theta(model, method, cfg.theta_lora, cfg.twiki.kadapter)
+        theta = build_theta(model, method, cfg.theta_lora, cfg.twiki.kadapter, lora_seed=cfg.lora_seed)
         results[name] = run_temporalwiki(theta, method, periods, cfg.twiki, review=review)
         _json(path, results[name])
         last = results[name][-1]["after"]

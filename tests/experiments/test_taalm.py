@@ -5,8 +5,8 @@ import dataclasses
 import json
 
 import pytest
-
-from cfka_jax.experiments import taalm, taalm_biography, taalm_report as report
+from cfka_jax.experiments import taalm, taalm_biography
+from cfka_jax.experiments import taalm_report as report
 
 
 @pytest.mark.parametrize("name", sorted(taalm.PRESETS))
@@ -88,3 +88,110 @@ def test_biography_smoke_run_writes_phi_table_and_heatmap(tmp_path):
     assert 0.0 < summary["phi_weights"]["w_value_mean"] <= 1.0 and (out / "phi_heatmap.png").stat().st_size > 0
     meta = json.loads((out / "metatrain.json").read_text())
     assert meta["pairs"]["empty_object_masks"] == 0 and meta["pairs"]["dropped_unk"] == 0
+
+
+def test_seed_zero_is_the_preset_and_every_stage_moves_with_the_seed(tmp_path):
+    from cfka_jax.experiments.taalm_command import SYNTHETIC
+
+    for name in taalm.PRESETS:
+        base = taalm.preset(name, str(tmp_path))
+        assert taalm.with_seed(base, 0) == base
+        assert SYNTHETIC.parse(["--preset", name, "--out", str(tmp_path), "--seed", "0"]).taalm() == base
+    base = taalm.preset("small")
+    assert taalm.stage_seeds(base) == {"pt.seed": 0, "lora_seed": 0, "ckl.seed": 42, "ckl.kadapter.seed": 0,
+                                       "twiki.seed": 42, "twiki.kadapter.seed": 0, "phi.seed": 42,
+                                       "metatrain.seed": 0, "metatrain.split_seed": 42, "metatrain.order_seed": 1}
+    one = SYNTHETIC.parse(["--preset", "small", "--seed", "1"]).taalm()
+    two = taalm.with_seed(base, 2)
+    s1, s2 = taalm.stage_seeds(one), taalm.stage_seeds(two)
+    assert one.seed == 1 and two.seed == 2 and all(s1[k] != s2[k] for k in taalm.SEED_FIELDS)
+    assert all(s1[k] == v + 1000 for k, v in taalm.stage_seeds(base).items())
+    assert taalm.with_seed(one, 0) == base and taalm.with_seed(one, 2) == two  # the shift is replaced, not added
+    assert len(set(s1.values()) & set(s2.values())) == 0
+    # every field named *seed in the config tree is either a study seed or the world's (fixed on purpose)
+    def walk(obj, prefix=""):
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            if dataclasses.is_dataclass(v):
+                yield from walk(v, f"{prefix}{f.name}.")
+            elif f.name.endswith("seed") and f"{prefix}{f.name}" != "seed":
+                yield f"{prefix}{f.name}"
+    assert set(walk(base)) == set(taalm.SEED_FIELDS) | {"data.seed"}
+    assert two.data == base.data and two.model == base.model
+    with pytest.raises(ValueError, match="--seed"):
+        taalm.with_seed(base, -1)
+
+
+def test_record_options_are_checked(tmp_path):
+    from cfka_jax.experiments.taalm_command import SYNTHETIC
+
+    ok = ["--preset", "smoke", "--seed", "1", "--out", "runs/taalm-smoke-s1", "--record", "smoke"]
+    assert SYNTHETIC.parse(ok + ["--record-seeds", "0,1,2"]).record_seeds == (0, 1, 2)
+    with pytest.raises(ValueError, match="--record-seeds 0,2 lacks --seed 1"):
+        SYNTHETIC.parse(ok + ["--record-seeds", "0,2"])
+    with pytest.raises(ValueError, match="--out runs/x is not --record-dirs's folder of seed 1"):
+        SYNTHETIC.parse(["--preset", "smoke", "--seed", "1", "--out", "runs/x", "--record", "smoke"])
+    with pytest.raises(ValueError, match="--record-dirs .* must contain"):
+        SYNTHETIC.parse(ok[:-4] + ["--out", "runs/y", "--record", "smoke", "--record-dirs", "runs/y"])
+    with pytest.raises(ValueError, match="--record"):
+        SYNTHETIC.parse(ok[:-1] + ["../x"])
+
+
+def _fixture_folder(root, seed, methods, twiki_methods, *, finished=True):
+    """A seed folder as `cfka taalm` leaves it (config, per-method result files, clock), with made-up numbers."""
+    from cfka_jax.experiments.taalm_stages import slug
+
+    out = root / f"taalm-smoke-s{seed}"
+    cfg = dataclasses.replace(taalm.with_seed(taalm.preset("smoke", str(out)), seed), methods=methods,
+                              twiki_methods=twiki_methods)
+    (out / "lama").mkdir(parents=True)
+    (out / "twiki").mkdir()
+    (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+    (out / "clock.json").write_text(json.dumps({"stage": "twiki", "wall_s": 100.0 + seed, "cpu_s": 150.0}))
+    (out / "metatrain.json").write_text(json.dumps({"best_step": 3, "wall_s": 1.0}))
+    for i, m in enumerate(methods if finished else methods[:1]):
+        hist = [{"epoch": 0, "to_learn/acc": 0.0, "not_to_forget/acc": 1.0 - 0.01 * seed},
+                {"epoch": 1, "to_learn/acc": 0.1 * (i + 1), "not_to_forget/acc": 0.9}]
+        res = {"summary": {"top_acc": 0.1 * (i + 1) + 0.01 * seed, "epoch": 1, "nf_acc": 0.9,
+                           "total_knowledge": 1.0 + 0.1 * i}, "history": hist}
+        (out / "lama" / f"{slug(m)}.json").write_text(json.dumps(res))
+    for i, m in enumerate(twiki_methods):
+        periods = [{"period": f"period{k}", "before": {"changed/nll": 6.0, "unchanged/nll": 2.5},
+                    "after": {"changed/nll": 5.0 - 0.1 * i - 0.01 * seed, "unchanged/nll": 2.5}}
+                   for k in (1, 2, 3)]
+        (out / "twiki" / f"{slug(m)}.json").write_text(json.dumps(periods))
+
+
+def test_the_record_merges_the_finished_seed_folders(tmp_path):
+    from cfka_jax.experiments import taalm_record
+
+    from cfka_jax.claims.results import load_records
+
+    methods, tw = ("Finetune", "TAALM"), ("Finetune", "TAALM")
+    for seed in (0, 1):
+        _fixture_folder(tmp_path / "runs", seed, methods, tw)
+    _fixture_folder(tmp_path / "runs", 2, methods, tw, finished=False)  # LAMA-CKL mid-stage: left out there
+    results, template = tmp_path / "results", str(tmp_path / "runs" / "taalm-{preset}-s{seed}")
+    for stage in ("lama", "twiki"):
+        taalm_record.write_stage_record(stage, name="smoke", results=str(results), template=template,
+                                        seeds=(0, 1, 2, 3), preset="smoke")
+    recs = load_records(results)
+    lama, twiki = recs["taalm/lama_ckl_smoke"], recs["taalm/twiki_smoke"]
+    assert lama.origin == "produced" and lama.provenance["seeds"] == [0, 1] and lama.seeds == 2
+    assert lama.provenance["pt_replicates"] == ["θ0-s0", "θ0-s1"] and lama.provenance["wall_s"] == 201.0
+    assert lama.values("top_acc", method="TAALM") == [0.2, 0.21]
+    assert lama.select(method="Finetune", seed=1)[0] == {"method": "Finetune", "seed": 1, "top_acc": 0.11,
+                                                         "epoch": 1, "nf_acc": 0.9, "total": 1.0}
+    assert lama.select(method=taalm_record.THETA0, seed=1)[0]["nf_acc"] == 0.99
+    assert len(lama.rows) == 2 * 3 and set(lama.provenance) >= {"commit", "command", "config", "machine", "date"}
+    assert "--seed 1 --out" in lama.provenance["command"] and lama.regime["seeds"] == [0, 1]
+    assert twiki.provenance["seeds"] == [0, 1, 2] and len(twiki.rows) == 3 * 2 * 2 * 3
+    assert twiki.select(method="TAALM", seed=2, period=3, probes="changed")[0]["after"] == 4.88
+    assert {r["period"] for r in twiki.rows} == {1, 2, 3}
+    # a folder made with another seed is an error naming the option
+    with pytest.raises(ValueError, match="--record-dirs: .* is seed 1"):
+        taalm_record.write_stage_record("lama", name="smoke", results=str(results),
+                                        template=str(tmp_path / "runs" / "taalm-{preset}-s1"), seeds=(0,),
+                                        preset="smoke")
+    assert taalm_record.write_stage_record("lama", name="x", results=str(results), template=template, seeds=(7,),
+                                           preset="smoke") is None
