@@ -222,10 +222,39 @@ class Flags:
     def _parse(self, command: type, argv: list[str], default: Any = None):
         return _parse(command, argv, self.prog, default)
 
+    def repeatable(self) -> set[str]:
+        """The options that may repeat: the ``extend`` fields' (with their ``names`` and ``aliases``), and those of
+        the ``nested`` configs."""
+        out = set()
+        for name in self.extend:
+            out.add("--" + self.names.get(name, name).replace("_", "-"))
+            out.update(self.aliases.get(name, ()))
+        for flags in self.nested.values():
+            out |= flags.repeatable()
+        return out
+
+    def refuse_repeats(self, argv: Sequence[str]) -> None:
+        """A single-valued option given twice is an error (exit 2, one line naming it), not "the last one wins":
+        ``--data a.jsonl --data b.jsonl`` would otherwise train on ``b.jsonl`` alone."""
+        seen: dict[str, int] = {}
+        for token in argv:
+            if token == "--":
+                break
+            if token.startswith("--") and len(token) > 2:
+                option = token.split("=", 1)[0]
+                seen[option] = seen.get(option, 0) + 1
+        twice = sorted(o for o, n in seen.items() if n > 1 and o not in self.repeatable())
+        if twice:
+            print(f"{self.prog}: error: {', '.join(twice)} given more than once; give each option once (an option "
+                  "that takes several values takes them in one occurrence: comma- or space-separated)",
+                  file=sys.stderr)
+            raise SystemExit(2)
+
     def values(self, argv: Sequence[str] | None = None) -> dict:
         """The field values from ``argv`` (default ``sys.argv[1:]``), nested configs built, this config not yet:
         defaults ← the ``layered`` file (if named) ← the flags."""
         argv = sys.argv[1:] if argv is None else list(argv)
+        self.refuse_repeats(argv)
         command = self.command()
         parsed = self._parse(command, argv)
         if self.layered is not None and getattr(parsed, self.layered[0]) is not None:
@@ -269,6 +298,8 @@ class Subcommands:
 
     def parse(self, argv: Sequence[str] | None = None):
         argv = sys.argv[1:] if argv is None else list(argv)
+        if argv and argv[0] in self.commands:
+            self.commands[argv[0]].refuse_repeats(argv[1:])
         classes = {name: flags.command() for name, flags in self.commands.items()}
         union = typing.Union[tuple(Annotated[cls, tyro.conf.subcommand(name, description=self.help.get(name))]
                                    for name, cls in classes.items())]

@@ -124,6 +124,14 @@ def test_geometry_subcommands_fill_the_out_default():
     assert finish(name, cfg)[1].out == "runs/geometry/energy-small"
 
 
+def test_options_meant_to_repeat_still_repeat():
+    from cfka_jax.proofs_check.command import FLAGS as proofs
+    from cfka_jax.experiments.corpus_cpt import FLAGS as corpus
+
+    assert "--extra" in proofs.repeatable() and "--data" not in corpus.repeatable()
+    assert proofs.parse(["--extra", "a.py", "--extra", "b.py"]).extra == ("a.py", "b.py")
+
+
 def test_proofs_extra_takes_several_files_and_repeats():
     flags, _ = cli.resolve("proofs")
     assert flags.parse(["--extra", "a.py", "b.py", "--extra", "c.py"]).extra == ("a.py", "b.py", "c.py")
@@ -205,6 +213,12 @@ BAD = [  # (argv, words the one error line must contain)
     (["report", MISSING], [MISSING]),
     (["invariants"], ["RUN_DIR"]),
     (["invariants", MISSING], [MISSING]),
+    # a single-valued option given twice is refused, naming it (the last one does not silently win)
+    (["corpus-cpt", "--data", "a.jsonl", "--data", "b.jsonl", "--model", MISSING, "--out", "o"],
+     ["--data", "more than once"]),
+    (["pt", "--seed", "1", "--seed=2"], ["--seed", "more than once"]),
+    (["geometry", "onestep", "--eta", "1e-4", "--eta", "1e-3"], ["--eta", "more than once"]),
+    (["claims", "--paper", "cfka", "--paper", "taalm"], ["--paper", "more than once"]),
 ]
 
 
