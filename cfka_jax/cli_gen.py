@@ -29,6 +29,9 @@ What tyro derives from the class, and what :class:`Flags` adds:
   ``positional`` makes a field a positional argument (``cfka report RUN_DIR ...``), ``metavars`` names a
   value in the usage line, ``nested`` gives a field holding a config its own :class:`Flags`, whose options are
   this command's (``--score-norm`` for ``replay.score_norm``);
+* ``--config FILE`` exists on every command whose config has no field of that name: a TOML / YAML / JSON file of
+  option values (keys spelled as the fields or the options) over the defaults, each checked as its flag would be,
+  and the flags over the file (:meth:`Flags.file_defaults`);
 * :class:`Subcommands` puts several configs behind one command's first word, in one tyro parse
   (``cfka geometry onestep --eta 1e-4``); each keeps its own :class:`Flags`.
 
@@ -57,6 +60,8 @@ from typing import Annotated, Any, Literal
 import tyro
 
 _BOX = "╭╮╰╯│─"
+CONFIG_HELP = ("Options may also come from --config FILE (TOML, YAML or JSON; keys are the option names; the flags "
+               "override the file).")
 
 
 def one_line(box: str) -> str:
@@ -174,8 +179,10 @@ class Flags:
         """A subclass of the config whose annotations carry the flags (tyro reads help from the parent's source);
         its ``__post_init__`` is skipped, the config is built (and validated) once, from the parsed fields."""
         hints = typing.get_type_hints(self.config)
-        ns: dict[str, Any] = {"__annotations__": {}, "__module__": self.config.__module__,
-                              "__doc__": self.description or self.config.__doc__,
+        doc = self.description or self.config.__doc__ or ""
+        if self.layered is None and "config" not in {f.name for f in dataclasses.fields(self.config)}:
+            doc = (doc.rstrip() + " " if doc else "") + CONFIG_HELP
+        ns: dict[str, Any] = {"__annotations__": {}, "__module__": self.config.__module__, "__doc__": doc,
                               "__post_init__": lambda _: None, "__qualname__": self.config.__qualname__}
         for f in dataclasses.fields(self.config):
             tp, markers = hints[f.name], []
@@ -252,10 +259,15 @@ class Flags:
 
     def values(self, argv: Sequence[str] | None = None) -> dict:
         """The field values from ``argv`` (default ``sys.argv[1:]``), nested configs built, this config not yet:
-        defaults ← the ``layered`` file (if named) ← the flags."""
+        defaults ← the ``layered`` file (if named) ← the flags; or, for a command without a ``layered`` field,
+        defaults ← ``--config FILE`` (:meth:`file_defaults`) ← the flags."""
         argv = sys.argv[1:] if argv is None else list(argv)
         self.refuse_repeats(argv)
         command = self.command()
+        argv, path = self._config_option(argv)
+        if path is not None:
+            parsed = self._parse(command, argv, default=command(**self.file_defaults(path, command)))
+            return self._fields(parsed)
         parsed = self._parse(command, argv)
         if self.layered is not None and getattr(parsed, self.layered[0]) is not None:
             field, read = self.layered
@@ -266,6 +278,91 @@ class Flags:
             parsed = self._parse(command, argv, default=command(**base))
         return self._fields(parsed)
 
+    def _config_option(self, argv: list[str]) -> tuple[list[str], str | None]:
+        """``argv`` without ``--config FILE`` / ``--config=FILE``, and FILE; the option exists on every command
+        whose config has no field of that name (``cfka sweep`` reads its own ``--config``)."""
+        fields = {f.name for f in dataclasses.fields(self.config)}
+        if self.layered is not None or "config" in fields:
+            return argv, None
+        out, path, i = [], None, 0
+        while i < len(argv):
+            token = argv[i]
+            if token == "--":
+                out += argv[i:]
+                break
+            if token == "--config" or token.startswith("--config="):
+                if token == "--config":
+                    if i + 1 >= len(argv):
+                        _fail(self.prog, "--config needs a FILE (TOML, YAML or JSON of this command's options)")
+                    path, i = argv[i + 1], i + 2
+                else:
+                    path, i = token.split("=", 1)[1], i + 1
+                continue
+            out.append(token)
+            i += 1
+        return out, path
+
+    def file_defaults(self, path: str, command: type | None = None) -> dict:
+        """The fields of :meth:`command` with the values of a config file over the defaults: a TOML (``.toml``),
+        YAML (``.yaml`` / ``.yml``) or JSON file whose keys are this command's options (``lora_rank`` or
+        ``lora-rank``, or the option's own name), its nested configs' options included. Each value is checked as its
+        flag would be (type, choices, the option's range check); the flags then override the file.
+
+        Raises:
+          ValueError: an unreadable file, an unknown key, or a bad value, naming the file and the key.
+        """
+        command = command or self.command()
+        data = _read_config(path)
+        owner = {}  # key spelling → (flags, field)
+        for flags in (self, *self.nested.values()):
+            for f in dataclasses.fields(flags.config):
+                if f.name in flags.nested or f.name in flags.hidden:
+                    continue
+                for key in {f.name, f.name.replace("_", "-"), flags.names.get(f.name, f.name),
+                            flags.names.get(f.name, f.name).replace("_", "-")}:
+                    owner[key] = (flags, f.name)
+        base = {f.name: getattr(command, f.name) for f in dataclasses.fields(command)
+                if f.default is not dataclasses.MISSING or hasattr(command, f.name)}
+        nested_values = {name: {} for name in self.nested}
+        for key, value in data.items():
+            if key not in owner:
+                raise ValueError(f"{path}: unknown key {key!r}; {self.prog}'s options are "
+                                 + ", ".join(sorted({k for k in owner if "-" not in k})))
+            flags, field = owner[key]
+            value = flags._checked(field, value, f"{path}: key {key!r}")
+            if flags is self:
+                base[field] = value
+            else:
+                nested_values[next(n for n, fl in self.nested.items() if fl is flags)][field] = value
+        for name, values in nested_values.items():
+            if values:
+                current = base.get(name)  # the command's default instance of its nested class
+                inner = type(current) if current is not None else self.nested[name].command()
+                fields = {f.name: getattr(current, f.name) for f in dataclasses.fields(inner)} if current else {}
+                base[name] = inner(**{**fields, **values})
+        return base
+
+    def _checked(self, field: str, value: Any, where: str) -> Any:
+        """A config file's value of ``field``, converted and checked as the field's flag would be."""
+        hint = typing.get_type_hints(self.config)[field]
+        item = _tuple_item(hint)
+        if item is not None and isinstance(value, list):
+            value = tuple(value)
+        if field in self.parsers:
+            text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+            try:
+                return self.parsers[field](text)
+            except Exception as err:  # noqa: BLE001 (argparse.ArgumentTypeError is not a ValueError)
+                raise ValueError(f"{where}: {err}") from None
+        if not _fits(value, hint):
+            raise ValueError(f"{where}: expected {getattr(hint, '__name__', hint)}, got {value!r}")
+        if field in self.choices:
+            allowed = tuple(self.choices[field]())
+            bad = [v for v in (value if isinstance(value, tuple) else (value,)) if v is not None and v not in allowed]
+            if bad:
+                raise ValueError(f"{where}: {bad[0]!r} is not one of {', '.join(allowed)}")
+        return value
+
     def _fields(self, parsed) -> dict:
         values = _values(parsed, self.config)
         for name in self.extend:
@@ -275,8 +372,17 @@ class Flags:
         return values
 
     def parse(self, argv: Sequence[str] | None = None):
-        """The config from ``argv`` (default ``sys.argv[1:]``), validated once by its own ``__post_init__``."""
-        return self.config(**self.values(argv))
+        """The config from ``argv`` (default ``sys.argv[1:]``), validated once by its own ``__post_init__``; a value
+        its checks refuse names the ``--config`` file it may have come from."""
+        argv = sys.argv[1:] if argv is None else list(argv)
+        values = self.values(argv)
+        _, path = self._config_option(argv)
+        try:
+            return self.config(**values)
+        except ValueError as err:
+            if path is None:
+                raise
+            raise ValueError(f"{err} (options from --config {path} and the command line)") from None
 
     def build(self, parsed):
         """The config (validated once) from tyro's instance of :meth:`command`."""
@@ -335,6 +441,62 @@ def _parse(target: Any, argv: list[str], prog: str, default: Any = None, descrip
         os.environ.pop("COLUMNS") if columns is None else os.environ.__setitem__("COLUMNS", columns)
     print(f"{prog}: error: {one_line(captured.getvalue())}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def _fail(prog: str, message: str):
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _read_config(path: str) -> dict:
+    """A config file's top-level table: TOML by suffix ``.toml``, YAML by ``.yaml`` / ``.yml``, JSON otherwise."""
+    import json
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as err:
+        raise ValueError(f"--config {path}: cannot read it ({err.strerror or err})") from None
+    try:
+        text = raw.decode("utf-8")
+        if path.endswith(".toml"):
+            data = tomllib.loads(text)
+        elif path.endswith((".yaml", ".yml")):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except Exception as err:  # noqa: BLE001 (each reader's syntax error, with its own line/column)
+        raise ValueError(f"--config {path}: not a valid config file: {one_line(str(err)) or err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}: the top level must be a table of options, got {type(data).__name__}")
+    return data
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a config file's (decoded) value has the field's type: ``int`` for ``float`` is fine, ``bool`` for
+    ``int`` is not, ``None`` only for an optional field; tuples item by item."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_fits(value, a) for a in args)
+    if origin is Literal:
+        return value in args
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        item = _tuple_item(hint)
+        return isinstance(value, tuple) and (item is None or all(_fits(v, item) for v in value))
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
 
 
 def _values(obj, cls: type | None = None) -> dict:

@@ -124,6 +124,40 @@ def test_geometry_subcommands_fill_the_out_default():
     assert finish(name, cfg)[1].out == "runs/geometry/energy-small"
 
 
+def test_every_command_reads_a_config_file_under_its_flags(tmp_path):
+    from cfka_jax.experiments.cpt import FLAGS as cpt
+    from cfka_jax.experiments.pt import FLAGS as pt
+
+    (tmp_path / "pt.toml").write_text('preset = "smoke"\nseed = 3\nprogress = false\ncache-dir = "c"\n')
+    cfg = pt.parse(["--config", str(tmp_path / "pt.toml")])
+    assert (cfg.preset, cfg.seed, cfg.progress, cfg.cache_dir) == ("smoke", 3, False, "c")
+    assert pt.parse([f"--config={tmp_path / 'pt.toml'}", "--seed", "5"]).seed == 5  # the flag over the file
+    (tmp_path / "cpt.yaml").write_text("alpha: 0.25\nscore_norm: n_queries\n")  # a nested config's option too
+    cfg = cpt.parse(["--config", str(tmp_path / "cpt.yaml")])
+    assert cfg.alpha == 0.25 and cfg.replay.score_norm == "n_queries"
+    (tmp_path / "c.json").write_text('{"seed": 1}')
+    assert pt.parse(["--config", str(tmp_path / "c.json")]).seed == 1
+
+
+@pytest.mark.parametrize("text, suffix, words", [
+    ("sed = 3\n", ".toml", ["unknown key 'sed'"]),
+    ("seed = true\n", ".toml", ["key 'seed'", "expected int"]),
+    ("preset: huge\n", ".yaml", ["key 'preset'", "'huge'"]),
+    ("seed = -1\n", ".toml", ["seed", "--config"]),
+    ("[1, 2]", ".json", ["top level"]),
+    ("seed = \n", ".toml", ["not a valid config file"]),
+])
+def test_a_bad_config_file_is_one_line_naming_file_and_key(text, suffix, words, tmp_path, capsys, monkeypatch):
+    path = tmp_path / f"c{suffix}"
+    path.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CFKA_TRACEBACK", raising=False)
+    assert cli.main(["pt", "--config", str(path), "--out", "o"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert str(path) in last and all(w in last for w in words), last
+    assert sorted(os.listdir(tmp_path)) == [path.name]
+
+
 def test_options_meant_to_repeat_still_repeat():
     from cfka_jax.proofs_check.command import FLAGS as proofs
     from cfka_jax.experiments.corpus_cpt import FLAGS as corpus
