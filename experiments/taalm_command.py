@@ -164,6 +164,8 @@ def command(parsed) -> int:
         return taalm_real.command(cfg)
     from cfka_jax.experiments.taalm import run
 
+    if cfg.record is not None:  # its clock starts now: the run's wall and CPU time go into the records
+        from cfka_jax.experiments import taalm_record  # noqa: F401
     study = cfg.taalm()
     run(study, twiki=cfg.twiki, on_stage=cfg.record_stage if cfg.record is not None else None)
     print((pathlib.Path(study.out) / "table.md").read_text())
