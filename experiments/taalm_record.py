@@ -170,8 +170,9 @@ def write_stage_record(stage: str, *, name: str, results: str, template: str, se
         clocks[f"s{folder.seed}"] = folder.clock()
     if not rows:
         return None
+    tail = f"--record {name} --record-seeds {','.join(map(str, seeds))} --no-progress"
     commands = commands or "; ".join(f"cfka taalm --preset {preset} --seed {s} --out "
-                                     f"{template.format(preset=preset, seed=s)} --no-progress" for s in done)
+                                     f"{template.format(preset=preset, seed=s)} {tail}" for s in done)
     regime = {**regime, "seeds": done,
               "selection": {f"s{s}": e.get("selection") for s, e in extra.items()},
               "phi_best_step": {f"s{s}": e.get("phi_best_step") for s, e in extra.items()}}
