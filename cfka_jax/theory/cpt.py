@@ -213,6 +213,34 @@ def diagonal_fisher(params: YZParams, world: FactWorld) -> Float[Array, "M M"]:
     return jnp.zeros_like(params.Y).at[world.objects, :num_x].set(w_OX)
 
 
+def fact_support(worlds: ContinualWorlds) -> Float[Array, "M M"]:
+    """m[o, s] = 1 where some PT fact puts token s in its context with object o, else 0 (unsmoothed support).
+
+    The coordinates (o, s) with m = 1 are the ones the old facts occupy (spec §2.7: "factual knowledge occupies
+    few coordinates of y_s"); for a subject-name token they are its own facts' objects, for a relation token the
+    objects of the old facts of that relation, for the template and query tokens every object of an old fact.
+    """
+    world = worlds.old
+    tokens_FL = world.contexts[worlds.old_facts.context]
+    objects_FL = jnp.broadcast_to(world.objects[worlds.old_facts.obj][:, None], tokens_FL.shape)
+    M = world.vocab_size
+    return jnp.zeros((M, M), world.joint.dtype).at[objects_FL.reshape(-1), tokens_FL.reshape(-1)].set(1.0)
+
+
+def premise_fisher(fisher: Float[Array, "M M"], worlds: ContinualWorlds, delta) -> Float[Array, "M M"]:
+    """The EWC weights of the paper's premise (spec §2.7): w^δ = w ⊙ (m + δ (1 − m)), m = ``fact_support``.
+
+    §2.7 bounds the EWC term through min_o w_{o,s} and argues it is ≈ 0 because a fact occupies few coordinates
+    of y_s. The exact Fisher of the smoothed worlds does not have that property: at θ* = U_old every weight is
+    z_s² Σ_{X∋s} Pr(X) p(o|X)(1 − p(o|X)), which is O(ε) on the facts' own coordinates *and* on the others
+    (min_o w_{o,s} / max_o w_{o,s} ≈ 0.1 for ε from 0.1 down to 10⁻³). This keeps the weights of the occupied
+    coordinates and scales the others by ``delta``, so min_o w_{o,s} / max_o w_{o,s} ≈ δ · 0.1 for a subject token;
+    ``delta`` = 1 gives ``fisher`` back.
+    """
+    support = fact_support(worlds)
+    return fisher * (support + delta * (1.0 - support))
+
+
 def ewc_penalty(Y, Y_star, fisher, k) -> Float[Array, ""]:
     """(k/2) Σ_i w_i (Y_i − Y*_i)² (spec §2.7, §4.5)."""
     return 0.5 * k * jnp.sum(fisher * (Y - Y_star) ** 2)

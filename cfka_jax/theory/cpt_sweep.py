@@ -113,14 +113,16 @@ def grid_axes(spec: SweepSpec):
     return kk.reshape(-1), aa.reshape(-1)
 
 
-def theory_grid(worlds: ContinualWorlds, spec: SweepSpec) -> Theory:
+def theory_grid(worlds: ContinualWorlds, spec: SweepSpec, fisher=None) -> Theory:
     """Exact convergence points and linearised predictions for every (k, α) of ``spec`` (one jitted vmap).
 
     ``probe_var`` uses the batch size of ``spec`` (1 for population GD, where the noise is zero anyway).
+    ``fisher``: the EWC weights (default the exact diagonal Fisher of the old data at θ*; ``cpt.premise_fisher``
+    for the weights of §2.7's premise).
     """
     k_G, a_G = grid_axes(spec)
     dtype = worlds.Z.dtype
-    fisher = diagonal_fisher(pretrained(worlds), worlds.old)
+    fisher = diagonal_fisher(pretrained(worlds), worlds.old) if fisher is None else fisher
     replay = replay_joint(worlds, spec.replay)
     k_G, a_G = jnp.asarray(k_G, dtype), jnp.asarray(a_G, dtype)
     out = _theory_vmapped(worlds, fisher, replay, k_G, a_G, jnp.asarray(spec.eta_y, dtype), spec.batch_size, spec.steps)
@@ -131,14 +133,15 @@ _theory_vmapped = jax.jit(jax.vmap(_theory_point, in_axes=(None, None, None, 0, 
                           static_argnums=(6, 7))
 
 
-def run_grid(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, key, mesh=None
+def run_grid(worlds: ContinualWorlds, spec: SweepSpec, theory: Theory, key, mesh=None, fisher=None
              ) -> tuple[Float[Array, "P M M"], Trace]:
     """All P = G · seeds runs of the G grid points in ``theory`` in one ``jit(vmap(run_cpt))`` call.
 
     Run p = g · seeds + seed. ``theory`` may be a slice of ``theory_grid(worlds, spec)`` (chunked sweeps). With a
-    ``mesh`` the run axis is split over its devices (P must be a multiple of the device count).
+    ``mesh`` the run axis is split over its devices (P must be a multiple of the device count). ``fisher``: the
+    EWC weights, as in ``theory_grid`` (pass the same ones).
     """
-    fisher = diagonal_fisher(pretrained(worlds), worlds.old)
+    fisher = diagonal_fisher(pretrained(worlds), worlds.old) if fisher is None else fisher
     replay = replay_joint(worlds, spec.replay)
     reps = lambda x: jnp.repeat(x, spec.num_seeds, axis=0)
     num_runs = theory.k.shape[0] * spec.num_seeds

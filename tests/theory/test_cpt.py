@@ -189,3 +189,28 @@ def test_first_ewc_step_equals_the_naive_step(x64):
     A, ystar, W = cl.design(worlds), cl.active_block(theta.Y, worlds), cl.active_block(fisher, worlds)
     naive = cl.cpt_grad(ystar, worlds.new.joint, A, ystar, W, 0.0)
     np.testing.assert_array_equal(cl.cpt_grad(ystar, worlds.new.joint, A, ystar, W, 50.0), naive)
+
+
+def test_fact_support_marks_exactly_the_old_facts_coordinates(x64):
+    worlds, theta, fisher = _setup()
+    m = np.asarray(cl.fact_support(worlds))
+    world, facts = worlds.old, worlds.old_facts
+    expected = np.zeros_like(m)
+    for c, o in zip(np.asarray(facts.context), np.asarray(facts.obj)):
+        expected[int(world.objects[o]), np.asarray(world.contexts[c])] = 1.0
+    np.testing.assert_array_equal(m, expected)
+    # every subject token of an old fact occupies exactly its facts' objects (one per relation)
+    s = int(world.contexts[facts.context[0], 0])
+    assert m[:, s].sum() == TINY.num_relations
+
+
+def test_premise_fisher_keeps_occupied_weights_and_shrinks_the_others(x64):
+    worlds, theta, fisher = _setup()
+    m = cl.fact_support(worlds)
+    np.testing.assert_array_equal(cl.premise_fisher(fisher, worlds, 1.0), fisher)
+    w = cl.premise_fisher(fisher, worlds, 1e-3)
+    np.testing.assert_array_equal(np.asarray(w * m), np.asarray(fisher * m))
+    np.testing.assert_allclose(w * (1 - m), 1e-3 * fisher * (1 - m), rtol=F64.direct_rtol)
+    col = np.asarray(w[worlds.old.objects, worlds.probe_token])
+    dense = np.asarray(fisher[worlds.old.objects, worlds.probe_token])
+    assert col.min() / col.max() < 1e-2 * dense.min() / dense.max()  # min_o w_{o,s} ≈ 0: the §2.7 premise

@@ -51,3 +51,18 @@ def test_gradient_descent_started_at_the_optimum_stays_there(x64):
     np.testing.assert_allclose(cl.active_block(final_Y[0], worlds), cl.active_block(theory.Y[0], worlds),
                                atol=F64.fixed_point_atol)
     assert float(theory.probe_var[0]) == 0.0  # no minibatch noise in population GD
+
+
+def test_explicit_fisher_equals_the_default_and_a_premise_fisher_changes_the_ewc_point(x64):
+    worlds = cl.make_continual_worlds(TINY)
+    spec = cs.SweepSpec(ks=(0.0, 1.0), alphas=(1.0,), num_seeds=2, steps=20, log_every=10, batch_size=4)
+    fisher = cl.diagonal_fisher(cl.pretrained(worlds), worlds.old)
+    default, explicit = cs.theory_grid(worlds, spec), cs.theory_grid(worlds, spec, fisher)
+    np.testing.assert_array_equal(default.Y, explicit.Y)
+    key = jax.random.key(0)
+    np.testing.assert_array_equal(cs.run_grid(worlds, spec, default, key)[0],
+                                  cs.run_grid(worlds, spec, explicit, key, fisher=fisher)[0])
+    premise = cs.theory_grid(worlds, spec, cl.premise_fisher(fisher, worlds, 1e-3))
+    np.testing.assert_array_equal(premise.Y[0], default.Y[0])  # k = 0: the weights do not enter
+    # the EWC point with the premise's weights lies between naive and the dense-Fisher EWC point
+    assert float(default.old_prob[0]) < float(premise.old_prob[1]) < float(default.old_prob[1])
