@@ -37,7 +37,8 @@ def test_lama_one_seed_is_at_most_partly_however_large_the_gap():
 
 @pytest.mark.parametrize("taalm_acc, finetune_acc, verdict", [
     ([0.40, 0.42], [0.10, 0.12], "holds"),            # two seeds each, ranges apart
-    ([0.30, 0.42], [0.10, 0.35], "not reproduced"),   # ranges overlap
+    ([0.30, 0.34], [0.10, 0.38], "not reproduced"),   # ranges overlap and the seeds disagree
+    ([0.30, 0.42], [0.10, 0.35], "holds"),            # ranges overlap, above on both seeds (paired)
     ([0.10, 0.12], [0.40, 0.42], "refuted"),          # the other way round beyond the spread
 ])
 def test_lama_two_seeds_follow_the_spread_rule(taalm_acc, finetune_acc, verdict):
@@ -100,3 +101,33 @@ def test_registry_on_the_records():
             assert r.judgement.verdict == "not tested" and r.claim.command == ""
         if taalm.LAMA in r.claim.records and r.judgement.verdict != "not tested":
             assert "lr 3e-3 chosen on Finetune and Oracle only" in r.judgement.reason, r.claim.id
+
+
+@pytest.mark.parametrize("taalm_acc, finetune_acc, verdict", [
+    ([0.30, 0.40, 0.25], [0.10, 0.35, 0.12], "holds"),           # ranges overlap, TAALM above on every seed
+    ([0.30, 0.30, 0.25], [0.10, 0.35, 0.12], "not reproduced"),  # ranges overlap, seeds disagree
+    ([0.10, 0.20, 0.15], [0.30, 0.25, 0.20], "refuted"),         # below on every seed (one tie would not be)
+    ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], "not reproduced"),        # equal: no difference at all
+])
+def test_lama_three_seeds_pair_by_seed_where_ranges_overlap(taalm_acc, finetune_acc, verdict):
+    j = taalm.lama(("TAALM", "Finetune", "top_acc"))(lama_record({"TAALM": taalm_acc, "Finetune": finetune_acc}))
+    assert j.verdict == verdict, j.reason
+    if verdict == "holds":
+        assert "paired difference" in j.ours and "3 pairs" in j.ours and "one seed" not in j.reason
+
+
+def test_oracle_ratio_is_over_the_seeds_means():
+    rec = lama_record({"TAALM": [0.2, 0.3, 0.4], "Oracle": [0.5, 0.5, 0.5]})
+    j = taalm._oracle(rec)
+    assert "TAALM = 0.60 of Oracle" in j.reason and j.verdict == "holds"  # Oracle above TAALM on every seed
+
+
+def test_twiki_three_seeds_need_every_seed_and_period():
+    lower = [[5.8, 5.5, 5.2], [5.9, 5.4, 5.3], [5.7, 5.5, 5.1]]
+    base = [[6.1, 5.7, 5.6], [6.0, 5.8, 5.5], [6.0, 5.6, 5.4]]
+    rule = taalm.twiki(("TAALM", "Finetune", "changed"))
+    assert rule(twiki_record(lower, base)).verdict == "holds"
+    mixed = [row[:] for row in lower]
+    mixed[2][1] = 5.7
+    j = rule(twiki_record(mixed, base))
+    assert j.verdict == "not reproduced" and "8 of 9 (seed, period) pairs" in j.reason
