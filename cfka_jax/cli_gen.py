@@ -50,9 +50,11 @@ import contextlib
 import dataclasses
 import functools
 import io
+import math
 import os
 import re
 import sys
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
@@ -65,20 +67,50 @@ CONFIG_HELP = ("Options may also come from --config FILE (TOML, YAML or JSON; ke
 
 
 def one_line(box: str) -> str:
-    """tyro's framed error message as one line: the text between the title bar and the first rule, joined."""
+    """tyro's framed error message as one line: the text between the title bar and the first rule after it, joined
+    (a frame drawn in box characters, or, where the terminal has none, a title and rules of dashes)."""
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip().strip(_BOX).strip() for line in box.splitlines()]
     body = []
     for line in lines[1:]:
-        if line and set(line) <= set(_BOX + " "):
-            break
+        if line and set(line) <= set(_BOX + "-=+ "):  # a rule: the end of the message, or the title's underline
+            if body:
+                break
+            continue
         if line:
             body.append(line)
     title = lines[0].strip(_BOX + " ") if lines else ""
     return " ".join(body) if body else title or "invalid arguments"
 
 
+def number(kind: type, text: str):
+    """One command-line number: an ``int`` >= 0 (counts, sizes, steps, seeds: no option of the project takes a
+    negative integer) or a finite ``float`` (NaN and ±inf are never a setting); any other ``kind`` as it converts.
+
+    Raises:
+      ValueError: the text is not such a number (the caller names the option).
+    """
+    if kind is int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected an integer >= 0, got {text!r}") from None
+        if value < 0:
+            raise ValueError(f"expected an integer >= 0, got {value}")
+        return value
+    if kind is float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"expected a finite number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite number, got {text!r}")
+        return value
+    return kind(text)
+
+
 def _items(name: str, item: type, choices: Sequence[str] | None, extend: bool = False):
-    """tyro's constructor of a ``tuple[item, ...]`` option from comma- and/or space-separated tokens."""
+    """tyro's constructor of a ``tuple[item, ...]`` option from comma- and/or space-separated tokens (numbers
+    checked by :func:`number`)."""
 
     def parse(tokens: list[str]) -> tuple:
         raw = [t.strip() for token in tokens for t in token.split(",") if t.strip()]
@@ -86,10 +118,13 @@ def _items(name: str, item: type, choices: Sequence[str] | None, extend: bool = 
             bad = [t for t in raw if t not in choices]
             if bad:
                 raise ValueError(f"unknown {bad}; choose from {', '.join(choices)}")
-        try:
-            return tuple(item(t) for t in raw)
-        except ValueError as err:
-            raise ValueError(f"each item must be of type {item.__name__} ({err})") from None
+        out = []
+        for i, t in enumerate(raw):
+            try:
+                out.append(number(item, t))
+            except ValueError as err:
+                raise ValueError(f"item {i + 1} ({t!r}): {err}") from None
+        return tuple(out)
 
     return tyro.constructors.PrimitiveConstructorSpec(
         nargs="*", metavar=f"{item.__name__.upper()},...", instance_from_str=parse,
@@ -134,6 +169,12 @@ def _field_doc(cls: type, name: str) -> str | None:
         return _docstrings.get_field_docstring(cls, name, ())
     except Exception:  # noqa: BLE001 (a private helper of tyro: without it, tyro's default hint stays)
         return None
+
+
+def _scalar(tp: Any) -> Any:
+    """``T`` of a field typed ``T`` or ``T | None``."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return args[0] if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1 else tp
 
 
 def _tuple_item(tp: Any) -> type | None:
@@ -204,6 +245,9 @@ class Flags:
                 pass  # tyro's own tuple option: space-separated items, no comma split (file names)  # a positional tuple takes space-separated items (paths)
             elif item is not None:
                 markers.append(_items(f.name, item, choices, extend=f.name in self.extend))
+            elif _scalar(tp) in (int, float):  # every number is checked as it is parsed, naming the option
+                kind = _scalar(tp)
+                markers.append(_parsed(f.name, functools.partial(number, kind), kind.__name__.upper(), False))
             elif choices is not None:
                 if tp not in (str, str | None):
                     raise TypeError(f"choices for {self.config.__name__}.{f.name}: a str field, not {tp}")
@@ -356,6 +400,13 @@ class Flags:
                 raise ValueError(f"{where}: {err}") from None
         if not _fits(value, hint):
             raise ValueError(f"{where}: expected {getattr(hint, '__name__', hint)}, got {value!r}")
+        kind = item or _scalar(hint)
+        if kind in (int, float) and field not in self.choices:  # the range check of the flag (:func:`number`)
+            for v in (value if isinstance(value, tuple) else (value,)):
+                try:
+                    v is None or number(kind, str(v))
+                except ValueError as err:
+                    raise ValueError(f"{where}: {err}") from None
         if field in self.choices:
             allowed = tuple(self.choices[field]())
             bad = [v for v in (value if isinstance(value, tuple) else (value,)) if v is not None and v not in allowed]

@@ -67,6 +67,18 @@ def _jsonable(metrics: dict) -> dict:
     return {k: (float(v) if np.ndim(v) == 0 else np.asarray(v).tolist()) for k, v in metrics.items()}
 
 
+def _checked_record(record, where: str) -> dict:
+    """A metrics record as written by :meth:`MetricsLog.write`: an object with a ``kind`` and a ``step``."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object (a metrics record), got {type(record).__name__}")
+    step, kind = record.get("step"), record.get("kind")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"{where}: key 'step' must be an integer >= 0, got {step!r}")
+    if not isinstance(kind, str):
+        raise ValueError(f"{where}: key 'kind' must be a string ('train' or 'eval'), got {kind!r}")
+    return record
+
+
 class MetricsLog:
     """A run's ``metrics.jsonl``: one JSON object per line (``kind`` = ``train`` | ``eval``, ``step``, metrics).
 
@@ -85,18 +97,24 @@ class MetricsLog:
             f.write(json.dumps(record) + "\n")
 
     def records(self) -> list[dict]:
-        """Every record, in file order (a torn last line from a killed write is ignored)."""
+        """Every record, in file order (a torn last line from a killed write is ignored).
+
+        Raises:
+          ValueError: naming the file and line of a line that is not JSON (other than a torn last one), not an
+            object, or a record without an integer ``step`` >= 0 or a string ``kind``.
+        """
         if not self.path.exists():
             return []
         lines = self.path.read_text().splitlines()
         out = []
         for i, line in enumerate(lines):
             try:
-                out.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError as err:
                 if i == len(lines) - 1:
                     break
                 raise ValueError(f"{self.path}, line {i + 1}: invalid JSON ({err.msg})") from None
+            out.append(_checked_record(record, f"{self.path}, line {i + 1}"))
         return out
 
     def truncate_after(self, step: int) -> None:
