@@ -89,8 +89,25 @@ def spread(values: Sequence[float]) -> Spread:
     return Spread(tuple(float(v) for v in values))
 
 
+class _Comparison:
+    """What :func:`ordered` reads of a comparison: ``diff`` (a − b) and ``apart`` (True / False / None)."""
+
+    diff: float
+    apart: bool | None
+
+    @property
+    def a_above(self) -> bool:
+        """``a`` above ``b`` beyond the spread."""
+        return bool(self.apart) and self.diff > 0
+
+    @property
+    def b_above(self) -> bool:
+        """``b`` above ``a`` beyond the spread."""
+        return bool(self.apart) and self.diff < 0
+
+
 @dataclasses.dataclass(frozen=True)
-class Gap:
+class Gap(_Comparison):
     """``a`` against ``b`` under the spread rule.
 
     Attributes:
@@ -104,15 +121,6 @@ class Gap:
     b: Spread
     diff: float
     apart: bool | None
-
-    @property
-    def a_above(self) -> bool:
-        """``a`` above ``b`` beyond the spread."""
-        return bool(self.apart) and self.diff > 0
-
-    @property
-    def b_above(self) -> bool:
-        return bool(self.apart) and self.diff < 0
 
     def show(self, digits: int = 1) -> str:
         where = {True: "apart", False: "ranges overlap", None: "one run: spread unknown"}[self.apart]
@@ -128,7 +136,7 @@ def gap(a: Sequence[float] | Spread, b: Sequence[float] | Spread) -> Gap:
 
 
 @dataclasses.dataclass(frozen=True)
-class Paired:
+class Paired(_Comparison):
     """``a`` against ``b`` run by run: the differences of matched runs (same PT model, same seed).
 
     The between-PT spread of one method can exceed the difference between methods while every PT model orders
@@ -148,14 +156,6 @@ class Paired:
         if self.diffs.n < 2:
             return None
         return self.diffs.lo > 0 or self.diffs.hi < 0
-
-    @property
-    def a_above(self) -> bool:
-        return bool(self.apart) and self.diff > 0
-
-    @property
-    def b_above(self) -> bool:
-        return bool(self.apart) and self.diff < 0
 
     def show(self, digits: int = 1) -> str:
         where = {True: "every pair the same sign", False: "pairs of both signs", None: "one pair"}[self.apart]
