@@ -31,7 +31,7 @@ convergence point is computed exactly (Newton, ``cpt_predictions.minimise``). Fo
   §2.7). Claims: "EWC does not move the convergence point" (``cfka.theory.ewc-point-dense`` / ``-premise``),
   "EWC only slows convergence" (``cfka.theory.ewc-slows``), "forgetting still happens" (``cfka.theory.ewc-forgets``).
 
-At the defaults: about 1 minute of CPU (53 s; 2.7 minutes wall on a shared 2-core machine), most of it compilation.
+At the defaults: about 1 minute of CPU (53 s; 2.7 minutes wall on a shared 2-core machine), about half of it compilation.
 """
 
 from __future__ import annotations
