@@ -76,9 +76,11 @@ def run(out_dir):
               TOL_Z, f"SGD margin {m_sgd:.4f} ± {se:.4f} vs m = {m_pred:.4f}"),
         at_least("continual-margin", "α=0.9 keeps old-fact prob above naive under SGD (margin / s.e.)", m_sgd / se, TOL_Z,
                  f"margin {m_sgd:.4f} ± {se:.4f}"),
-        refuted("continual-margin", "quoted: 10 % replay preserves old facts (lost fraction ≤ 0.1)", lost, TOL_PRESERVED,
+        refuted("continual-margin", "a bar the paper does not set: 10 % replay loses ≤ 10 % of what naive loses",
+                lost, TOL_PRESERVED,
                 f"P_old: after PT {p_star:.4f}, α=0.9 {float(theory.old_prob[0]):.4f}, naive {p_naive:.4f}: α=0.9 loses "
-                f"{lost:.0%} of what naive CPT loses"),
+                f"{lost:.0%} of what naive CPT loses (the paper's own statement, 'preserves old facts', is judged "
+                "by the claim cfka.theory.replay-10pct)"),
     ]
 
 
