@@ -12,6 +12,9 @@ model-family registry, ``models/family.py``; any registered family works):
 * Qwen2/2.5/3 (small sizes): tied head (``logits = h @ embed_tokensᵀ``); RMSNorm (γ), eps 1e-6; sequential
   residual. Qwen3's ``q_norm``/``k_norm`` are internal, not streams.
 * Llama: as Qwen (RMSNorm, sequential residual), head tied only in the Llama-3.2 1B/3B shapes.
+* OLMo: LayerNorms without γ or β (eps 1e-5), sequential pre-norm residual; head tied only in OLMo-1B.
+* OLMo-2: RMSNorm (γ) *after* each sublayer, inside the residual branch (``Traits.norm_position == "post"``), so
+  the attention and MLP inputs are raw residuals (``geometry/streams.py``); whole-projection q/k norms (internal).
 
 Parameter roles (:func:`param_roles`), used by the gradient scopes of ``onestep``:
 

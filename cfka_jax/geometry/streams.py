@@ -8,9 +8,13 @@ For block l = 0 .. L−1 with input ``x_l`` (``x_0`` = the embeddings):
   (Qwen), ``x_l`` itself for the parallel residual (Pythia, spec pitfall 24);
 * ``norm_mlp[l] = post_attention_layernorm(resid_mlp[l])`` — the MLP input.
 
+A post-norm family (OLMo-2, ``Traits.norm_position == "post"``: ``y = x + n_a(attn(x)); y + n_f(mlp(y))``) has
+no norm before its sublayers, so its attention and MLP inputs are the raw residuals: ``norm_attn[l] = x_l`` and
+``norm_mlp[l] = resid_mlp[l] = x_l + post_attention_layernorm(attn_l)``.
+
 ``final`` is h, the state entering the LM head (after the final norm), and ``logits`` the head output (float32).
 The pass reuses the port's own modules (norms, attention, MLP, head) block by block, so its logits equal the
-model call's; ``tests/geometry/test_streams.py`` checks that for both families. HF's ``hidden_states[1..L−1]``
+model call's; ``tests/geometry/test_streams.py`` checks that for the families. HF's ``hidden_states[1..L−1]``
 (the ``gh_raw`` streams) are ``resid_attn[1:]``.
 """
 
@@ -43,9 +47,19 @@ class Streams:
     norm_mlp: Float[Array, "B S L D"]
 
 
+def _post_norm_block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, traits: Traits):
+    """A post-norm block (OLMo-2): the sublayers read the raw residual, their outputs are normalised."""
+    a_out, _, _ = getattr(block, traits.attn)(x_BSD, ctx, None)
+    m_resid = x_BSD + block.post_attention_layernorm(a_out)
+    y_BSD = m_resid + block.post_feedforward_layernorm(block.mlp(m_resid))
+    return y_BSD, (x_BSD, m_resid, x_BSD, m_resid)
+
+
 def _block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, traits: Traits):
-    """One decoder block of any family, returning its output and its four streams (the attention's attribute
-    and the residual form from the family's traits)."""
+    """One decoder block of any family, returning its output and its four streams (the attention's attribute,
+    the residual form and the norm position from the family's traits)."""
+    if traits.norm_position == "post":
+        return _post_norm_block(block, x_BSD, ctx, traits)
     a_in = block.input_layernorm(x_BSD)
     a_out, _, _ = getattr(block, traits.attn)(a_in, ctx, None)
     parallel = traits.parallel_residual

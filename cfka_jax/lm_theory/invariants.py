@@ -22,6 +22,14 @@ for every generator of the group (the matrix form for GL(n), one scalar per inde
   the gradient is orthogonal to the block, so ‖θ‖² is conserved by itself).
 * linear attention (``attention_kind="linear"``, no q/k norms): ``qo`` (L, N), q of a head against its o_proj
   rows, and ``kv`` (L, K), k against v of a KV head — the output is bilinear in (q·k) and v.
+* OLMo-2 (q/k RMSNorm over the whole projection, norms after the sublayers): ``qk_norm`` (L, K, H/2) the q_norm
+  scales of rotary plane j of the query heads reading KV head k against the k_norm scales of that plane;
+  ``q_proj`` / ``k_proj`` (L,) the whole projection alone, and ``o_proj`` / ``down_proj`` (L,) likewise, since each
+  feeds an RMSNorm (scale-invariant blocks); no ``norm_attn`` / ``norm_mlp``, whose norms now follow the sublayers
+  and feed only the residual. The scale-invariant blocks (here and Qwen3's) are exact as the norm's ε → 0: the
+  ε in ``rsqrt(mean(x²) + ε)`` leaves a relative drift of order ε / mean(x²).
+* OLMo (parameter-free LayerNorms): no norm families; with ``clip_qkv`` set no q/k, ``vo``, ``qo`` or ``kv``
+  family either (the clamp is not homogeneous), leaving ``mlp``.
 
 Biases of the scaled output channels scale with their kernels and join the same side; biases after the scaled
 map (o_proj, down_proj, dense) do not. Discrete SGD conserves C up to O(η²) per step; weight decay λ (gradient
@@ -220,27 +228,72 @@ def _mlp(layer: _Layer, t: Traits) -> dict[str, Invariant]:
     return {"mlp": terms.done()}
 
 
+def _qk_proj_norm(layer: _Layer, att: _Attn, kv_heads: int) -> dict[str, Invariant]:
+    """OLMo-2's whole-projection q/k norms: ``qk_norm`` (K, H/2), the q_norm scales of rotary plane j of every
+    query head of KV head k against the k_norm scales of that plane; ``q_proj`` / ``k_proj`` (scalars), the whole
+    projection (kernel and bias) as one scale-invariant block."""
+    (gq, eq), (gk, ek) = layer.get("self_attn", "q_norm", "scale"), layer.get("self_attn", "k_norm", "scale")
+    h = att.k[0].shape[-1]
+    half = h // 2
+    sq, sk = (gq**2 / eq).reshape(kv_heads, -1, h).sum(axis=1), (gk**2 / ek).reshape(kv_heads, h)
+    pq, pk = sq[:, :half] + sq[:, half:], sk[:, :half] + sk[:, half:]
+    q_all = _sq(att.q, "dnh,dnh->") + _sq(att.qb, "nh,nh->")
+    k_all = _sq(att.k, "dkh,dkh->") + _sq(att.kb, "kh,kh->")
+    return {"qk_norm": Invariant(pq - pk, pq + pk), "q_proj": Invariant(q_all, q_all),
+            "k_proj": Invariant(k_all, k_all)}
+
+
+def _normed_outputs(layer: _Layer, att: _Attn) -> dict[str, Invariant]:
+    """Post-norm blocks (OLMo-2): o_proj and down_proj feed an RMSNorm, so each (kernel and the bias of its
+    outputs) is a scale-invariant block whose squared norm is conserved by itself."""
+    out = {}
+    for name, kernel, bias in (("o_proj", att.o, ("self_attn", "o_proj", "bias")),
+                               ("down_proj", layer.get("mlp", "down_proj", "kernel"), ("mlp", "down_proj", "bias"))):
+        total = jnp.sum(kernel[0] ** 2) / kernel[1]
+        if layer.has(*bias):
+            total = total + _sq(layer.get(*bias), "d,d->")
+        out[name] = Invariant(total, total)
+    return out
+
+
 def _norm(layer: _Layer, name: str, t: Traits) -> list[tuple]:
     return [layer.get(name, "scale")] + ([layer.get(name, "bias")] if t.norm == "layernorm" else [])
 
 
+def _attention_families(layer: _Layer, att: _Attn, t: Traits) -> dict[str, Invariant]:
+    """The q/k families (as the q/k norms are laid out) and ``vo``; none survives OLMo's clamp of q, k and v
+    (``clip_qkv``: clamp(αx) ≠ α clamp(x) once an entry reaches the bound)."""
+    if t.clip_qkv is not None:
+        return {}
+    if not t.qk_norm:
+        out = _qk(att, t.kv_heads, t.rotary_dim)
+    elif t.qk_norm_scope == "head":
+        out = _qk_norm(layer, att)
+    else:
+        out = _qk_proj_norm(layer, att, t.kv_heads)
+    out["vo"] = _vo(att, t.kv_heads)
+    return out
+
+
 def _block(layer: _Layer, cfg, t: Traits) -> dict[str, Invariant]:
     att = _fused_attn(layer, cfg, t) if t.qkv == "fused" else _separate_attn(layer, cfg, t)
-    kv_heads, qk_norm = t.kv_heads, t.qk_norm
-    out = _qk_norm(layer, att) if qk_norm else _qk(att, kv_heads, t.rotary_dim)
-    out["vo"] = _vo(att, kv_heads)
-    out["norm_attn"] = _norm_vs_rows(_norm(layer, "input_layernorm", t), att.rows)
-    mlp_in = [layer.get("mlp", "dense_h_to_4h", "kernel")] if t.mlp == "two_layer" else [
-        layer.get("mlp", "gate_proj", "kernel"), layer.get("mlp", "up_proj", "kernel")]
-    out["norm_mlp"] = _norm_vs_rows(_norm(layer, "post_attention_layernorm", t), mlp_in)
+    out = _attention_families(layer, att, t)
+    if t.norm_position == "post":
+        out.update(_normed_outputs(layer, att))
+    elif t.norm != "nonparametric_layernorm":  # a pre-norm's scale (and bias) against the rows it feeds
+        out["norm_attn"] = _norm_vs_rows(_norm(layer, "input_layernorm", t), att.rows)
+        mlp_in = [layer.get("mlp", "dense_h_to_4h", "kernel")] if t.mlp == "two_layer" else [
+            layer.get("mlp", "gate_proj", "kernel"), layer.get("mlp", "up_proj", "kernel")]
+        out["norm_mlp"] = _norm_vs_rows(_norm(layer, "post_attention_layernorm", t), mlp_in)
     out.update(_mlp(layer, t))
-    if cfg.attention_kind == "linear" and not qk_norm:
-        out.update(_linear_extras(att, kv_heads))
+    if cfg.attention_kind == "linear" and not t.qk_norm and t.clip_qkv is None:
+        out.update(_linear_extras(att, t.kv_heads))
     return out
 
 
 def port_invariants(params: Any, cfg, rates: Rates = None) -> dict[str, Invariant]:
-    """Every conserved family of a port (Qwen2/Qwen3/Pythia/Llama; module docstring), stacked over layers.
+    """Every conserved family of a port (Qwen2/Qwen3/Pythia/Llama/OLMo/OLMo-2; module docstring), stacked over
+    layers.
 
     Args:
       params: the port's parameters (``nnx.split(model, nnx.Param, ...)[1]`` or its pure dict).
@@ -254,7 +307,7 @@ def port_invariants(params: Any, cfg, rates: Rates = None) -> dict[str, Invarian
     tree, t = _tree(params), fam.traits(cfg)
     blocks = [_block(layer, cfg, t) for layer in _layers(tree, cfg, rates)]
     out = {name: Invariant(*(jnp.stack([b[name][i] for b in blocks]) for i in range(2))) for name in blocks[0]}
-    if not cfg.tie_word_embeddings:
+    if not cfg.tie_word_embeddings and t.norm != "nonparametric_layernorm":
         top = _Layer(tree, (), None, rates)
         head = top.get(fam.head, "kernel")
         out["norm_final"] = _norm_vs_rows(_norm(top, fam.final_norm, t), [head])

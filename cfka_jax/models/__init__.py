@@ -1,4 +1,5 @@
-"""Flax NNX ports of pretrained causal LMs (GPT-NeoX/Pythia, Qwen2/2.5, Qwen3, Llama) with strict HF conversion.
+"""Flax NNX ports of pretrained causal LMs (GPT-NeoX/Pythia, Qwen2/2.5, Qwen3, Llama, OLMo, OLMo-2) with strict HF
+conversion.
 
 Public API::
 
@@ -18,9 +19,11 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from cfka_jax.models import family, hub, llama, pythia, qwen
+from cfka_jax.models import family, hub, llama, olmo, olmo2, pythia, qwen
 from cfka_jax.models.family import Family, ModelSize
 from cfka_jax.models.llama import LlamaConfig, LlamaModel
+from cfka_jax.models.olmo import OlmoConfig, OlmoModel
+from cfka_jax.models.olmo2 import Olmo2Config, Olmo2Model
 from cfka_jax.models.outputs import KVCache, ModelOutput
 from cfka_jax.models.pythia import PythiaConfig, PythiaModel
 from cfka_jax.models.qwen import QwenConfig, QwenModel
@@ -32,6 +35,10 @@ __all__ = [
     "LlamaModel",
     "ModelOutput",
     "ModelSize",
+    "Olmo2Config",
+    "Olmo2Model",
+    "OlmoConfig",
+    "OlmoModel",
     "PythiaConfig",
     "PythiaModel",
     "QwenConfig",
@@ -43,7 +50,7 @@ __all__ = [
     "save_pretrained",
 ]
 
-Model = PythiaModel | QwenModel | LlamaModel
+Model = PythiaModel | QwenModel | LlamaModel | OlmoModel | Olmo2Model
 config_from_hf = family.config_from_hf
 
 

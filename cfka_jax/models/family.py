@@ -27,10 +27,13 @@ import numpy as np
 
 from cfka_jax import values
 
-BUILTIN = ("cfka_jax.models.pythia", "cfka_jax.models.qwen", "cfka_jax.models.llama")
+BUILTIN = ("cfka_jax.models.pythia", "cfka_jax.models.qwen", "cfka_jax.models.llama", "cfka_jax.models.olmo",
+           "cfka_jax.models.olmo2")
 """Modules whose ``FAMILY`` is registered on the first lookup."""
 
-NORMS = ("layernorm", "rmsnorm")
+NORMS = ("layernorm", "rmsnorm", "nonparametric_layernorm")
+NORM_POSITIONS = ("pre", "post")
+QK_NORM_SCOPES = ("head", "projection")
 QKV_LAYOUTS = ("fused", "separate")
 MLP_KINDS = ("two_layer", "swiglu")
 
@@ -66,14 +69,15 @@ class Traits:
     Attributes:
         family: the family's name (``Family.name``).
         tied: the LM head is the input embedding transposed.
-        norm: ``"layernorm"`` (scale and bias) or ``"rmsnorm"`` (scale only), for every norm of the model.
+        norm: ``"layernorm"`` (scale and bias), ``"rmsnorm"`` (scale only) or ``"nonparametric_layernorm"``
+            (neither: OLMo), for every norm of the blocks and the final norm.
         norm_eps: the norms' epsilon.
         parallel_residual: ``x + attn(n1(x)) + mlp(n2(x))`` instead of the sequential ``y = x + attn(n1(x));
             y + mlp(n2(y))``.
         head_dim: H.
         kv_heads: K, the key/value heads (K = N without grouped-query attention).
         rotary_dim: R, the rotated width of each head (R < H: partial RoPE; the rest pass through).
-        qk_norm: per-head RMSNorm ``q_norm`` / ``k_norm`` on q and k before RoPE.
+        qk_norm: RMSNorm ``q_norm`` / ``k_norm`` on q and k before RoPE, over ``qk_norm_scope``.
         qkv: ``"fused"`` (one ``attention.query_key_value`` kernel, blocked ``[Q | K | V]``, output ``dense``) or
             ``"separate"`` (``self_attn.{q,k,v,o}_proj``).
         mlp: ``"two_layer"`` (``mlp.dense_h_to_4h`` → ``hidden_act`` → ``mlp.dense_4h_to_h``, biased) or
@@ -81,6 +85,14 @@ class Traits:
         hidden_act: the MLP activation.
         attn: the attribute name of a block's attention module.
         mlp_bias: the SwiGLU projections carry biases.
+        norm_position: ``"pre"``: a block's norms normalise the sublayer inputs (``input_layernorm``,
+            ``post_attention_layernorm`` before the MLP); ``"post"`` (OLMo-2): they normalise the sublayer outputs
+            inside the residual branch, ``y = x + post_attention_layernorm(attn(x)); y +
+            post_feedforward_layernorm(mlp(y))``, and the sublayers read the raw residual.
+        qk_norm_scope: ``"head"`` (Qwen3: one scale of width H shared by every head, statistics per head) or
+            ``"projection"`` (OLMo-2: scales of width N*H and K*H, statistics over the whole projection, before
+            the heads split).
+        clip_qkv: q, k and v are clamped to ``[-clip_qkv, clip_qkv]`` after their projections (OLMo), or None.
     """
 
     family: str
@@ -97,9 +109,13 @@ class Traits:
     hidden_act: str
     attn: str
     mlp_bias: bool = False
+    norm_position: str = "pre"
+    qk_norm_scope: str = "head"
+    clip_qkv: float | None = None
 
     def __post_init__(self):
-        for name, allowed in (("norm", NORMS), ("qkv", QKV_LAYOUTS), ("mlp", MLP_KINDS)):
+        for name, allowed in (("norm", NORMS), ("qkv", QKV_LAYOUTS), ("mlp", MLP_KINDS),
+                              ("norm_position", NORM_POSITIONS), ("qk_norm_scope", QK_NORM_SCOPES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
@@ -200,7 +216,7 @@ def model_types() -> tuple[str, ...]:
 
 
 def get(name: str) -> Family:
-    """The family called ``name`` (``"pythia"``, ``"qwen"``, ``"llama"``).
+    """The family called ``name`` (``"pythia"``, ``"qwen"``, ``"llama"``, ``"olmo"``, ``"olmo2"``).
 
     Raises:
         ValueError: an unknown name, listing the registered ones.

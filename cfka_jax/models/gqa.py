@@ -16,7 +16,9 @@ A family's config provides what the modules read: the HF sizes (``hidden_size``,
 ``o_bias`` and ``mlp_bias``, ``qk_norm``, and the non-HF ``dtype``, ``initializer_range``, ``scan_layers``,
 ``remat``, ``attention_kind``, ``attention_impl``. Each family folder keeps its config, its RoPE frequencies
 (:class:`Decoder` subclasses override ``rope_frequencies`` for scaled RoPE) and its registry entry
-(:func:`family`).
+(:func:`family`). A family whose blocks differ reuses the modules by subclassing: ``Attention._qkv`` transforms the
+flat projections before the heads split (OLMo's q/k/v clamp, OLMo-2's whole-projection q/k norms), a block or
+decoder brings its own norms, and its key table is :func:`linear_rules` plus its :func:`norm_rules`.
 """
 
 from __future__ import annotations
@@ -62,13 +64,17 @@ class Attention(nnx.Module):
             self.q_norm = layers.RMSNorm(h, eps=cfg.rms_norm_eps, dtype=cfg.dtype, rngs=rngs)
             self.k_norm = layers.RMSNorm(h, eps=cfg.rms_norm_eps, dtype=cfg.dtype, rngs=rngs)
 
+    def _qkv(self, x_TD: Float[Array, "T D"]) -> tuple[Array, Array, Array]:
+        """The flat projections q ``[T, N*H]``, k and v ``[T, K*H]`` of the flattened tokens, before the heads
+        split (a family transforms them here: OLMo's clamp, OLMo-2's whole-projection norms)."""
+        return self.q_proj(x_TD), self.k_proj(x_TD), self.v_proj(x_TD)
+
     def __call__(self, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, kv):
         b, s, d = x_BSD.shape
         n, k, h = self.cfg.num_attention_heads, self.cfg.kv_heads, self.cfg.head_size
         x_TD = x_BSD.reshape(b * s, d)  # 2-D projections: their weight gradients are one plain matmul
-        q_BSNH = self.q_proj(x_TD).reshape(b, s, n, h)
-        k_BSKH = self.k_proj(x_TD).reshape(b, s, k, h)
-        v_BSKH = self.v_proj(x_TD).reshape(b, s, k, h)
+        q_TX, k_TX, v_TX = self._qkv(x_TD)
+        q_BSNH, k_BSKH, v_BSKH = q_TX.reshape(b, s, n, h), k_TX.reshape(b, s, k, h), v_TX.reshape(b, s, k, h)
         if self.cfg.qk_norm:
             q_BSNH, k_BSKH = self.q_norm(q_BSNH), self.k_norm(k_BSKH)
         q_BSNH = layers.apply_rope(q_BSNH, ctx.cos, ctx.sin)
@@ -129,21 +135,28 @@ class Decoder(layers.DecoderLM):
 def rules(cfg) -> list[hub.Rule]:
     """The HF key table (keys under ``model.`` except ``lm_head.weight``; linear weights transposed, HF ``[out,
     in]`` -> kernel ``[in, out]``): biases, q/k norms and the head only where the config has them."""
-    table = [
-        hub.Rule("model.embed_tokens.weight", "embed_tokens.embedding"),
-        hub.Rule("model.norm.weight", "norm.scale"),
-        hub.Rule(_L + "input_layernorm.weight", "layers.{i}.input_layernorm.scale"),
-        hub.Rule(_L + "post_attention_layernorm.weight", "layers.{i}.post_attention_layernorm.scale"),
-    ]
+    table = [hub.Rule("model.norm.weight", "norm.scale")]
+    table += norm_rules(("input_layernorm", "post_attention_layernorm"))
+    if cfg.qk_norm:
+        table += norm_rules(("q_norm", "k_norm"), block="self_attn.")
+    return linear_rules(cfg) + table
+
+
+def norm_rules(names: tuple[str, ...], block: str = "") -> list[hub.Rule]:
+    """Rules copying the scale (HF ``weight``) of each block norm ``model.layers.{i}.<block><name>``."""
+    return [hub.Rule(_L + f"{block}{name}.weight", f"layers.{{i}}.{block}{name}.scale") for name in names]
+
+
+def linear_rules(cfg) -> list[hub.Rule]:
+    """The embedding, the block linears (q/k/v/o, gate/up/down; biases as ``qkv_bias``, ``o_bias``,
+    ``mlp_bias``) and the untied head: the rows every decoder on these modules shares, whatever its norms."""
+    table = [hub.Rule("model.embed_tokens.weight", "embed_tokens.embedding")]
     projs = [("self_attn", p, cfg.qkv_bias) for p in ("q_proj", "k_proj", "v_proj")]
     projs += [("self_attn", "o_proj", cfg.o_bias)]
     for block, proj, bias in projs + [("mlp", p, cfg.mlp_bias) for p in ("gate_proj", "up_proj", "down_proj")]:
         table.append(hub.Rule(_L + f"{block}.{proj}.weight", f"layers.{{i}}.{block}.{proj}.kernel", "transpose"))
         if bias:
             table.append(hub.Rule(_L + f"{block}.{proj}.bias", f"layers.{{i}}.{block}.{proj}.bias"))
-        if proj == "o_proj" and cfg.qk_norm:
-            for norm in ("q_norm", "k_norm"):
-                table.append(hub.Rule(_L + f"self_attn.{norm}.weight", f"layers.{{i}}.self_attn.{norm}.scale"))
     if not cfg.tie_word_embeddings:
         table.append(hub.Rule("lm_head.weight", "lm_head.kernel", "transpose"))
     return table
@@ -158,18 +171,21 @@ def extras(cfg, inv_freq: np.ndarray) -> list[hub.Extra]:
     return found
 
 
-def traits(name: str, cfg) -> Traits:
-    """RMSNorm, sequential residual, full-width RoPE, separate q/k/v/o, SwiGLU; biases and q/k norms as ``cfg``."""
-    return Traits(family=name, tied=cfg.tie_word_embeddings, norm="rmsnorm", norm_eps=cfg.rms_norm_eps,
-                  parallel_residual=False, head_dim=cfg.head_size, kv_heads=cfg.kv_heads, rotary_dim=cfg.head_size,
-                  qk_norm=cfg.qk_norm, qkv="separate", mlp="swiglu", hidden_act=cfg.hidden_act, attn="self_attn",
-                  mlp_bias=cfg.mlp_bias)
+def traits(name: str, cfg, **changes) -> Traits:
+    """RMSNorm, sequential residual, full-width RoPE, separate q/k/v/o, SwiGLU; biases and q/k norms as ``cfg``;
+    ``changes`` replace any of these (a family's own norms, norm position, q/k clamp)."""
+    eps = changes.pop("norm_eps") if "norm_eps" in changes else cfg.rms_norm_eps
+    fields = dict(family=name, tied=cfg.tie_word_embeddings, norm="rmsnorm", norm_eps=eps, parallel_residual=False,
+                  head_dim=cfg.head_size, kv_heads=cfg.kv_heads, rotary_dim=cfg.head_size, qk_norm=cfg.qk_norm,
+                  qkv="separate", mlp="swiglu", hidden_act=cfg.hidden_act, attn="self_attn", mlp_bias=cfg.mlp_bias)
+    return Traits(**{**fields, **changes})
 
 
 def family(name: str, model_types: tuple[str, ...], config_cls: type, model_cls: type[Decoder], *,
-           load: Callable, export: Callable, from_size: Callable) -> Family:
-    """The registry entry of a family built on this decoder (register it with ``family.register``)."""
+           load: Callable, export: Callable, from_size: Callable, traits_of: Callable | None = None) -> Family:
+    """The registry entry of a family built on this decoder (register it with ``family.register``);
+    ``traits_of(cfg)`` replaces :func:`traits` for a family whose norms or attention differ."""
     return Family(name=name, model_types=model_types, config_cls=config_cls, model_cls=model_cls, load=load,
-                  export=export, from_size=from_size, traits=functools.partial(traits, name),
+                  export=export, from_size=from_size, traits=traits_of or functools.partial(traits, name),
                   embed=model_cls.EMBED, head=model_cls.HEAD, final_norm=model_cls.FINAL_NORM,
                   lora_targets=LORA_TARGETS, param_axes=PARAM_AXES)

@@ -61,3 +61,30 @@ def test_streams_under_jit(pythia, tokens):
     _, net, params = pythia
     st = jax.jit(lambda p, t: forward_streams(net.model(p), t))(params, tokens)
     assert st.resid_attn.shape == (3, 9, 2, 30) and st.logits.shape == (3, 9, 41)
+
+
+@pytest.mark.parametrize("name", ["olmo", "olmo2"])
+def test_streams_of_the_olmo_families(name, tokens):
+    """OLMo (parameter-free pre-norms, clamped q/k/v) and OLMo-2 (post-norm: the sublayers read the raw residual)."""
+    from cfka_jax.models import Olmo2Config, OlmoConfig
+
+    sizes = dict(vocab_size=37, hidden_size=24, intermediate_size=29, num_hidden_layers=2, num_attention_heads=6,
+                 num_key_value_heads=2, initializer_range=0.2, max_position_embeddings=64)
+    cfg = OlmoConfig(**sizes, clip_qkv=0.5) if name == "olmo" else Olmo2Config(**sizes)
+    model = build(cfg)
+    mask = jnp.ones_like(tokens).at[2, 6:].set(0)
+    st = forward_streams(model, tokens, attention_mask_BS=mask)
+    out = model(tokens, attention_mask_BT=mask, return_hidden=True)
+    np.testing.assert_allclose(st.logits, out.logits, rtol=F32.exact_rtol, atol=F32.op_atol)
+    for layer in range(cfg.num_hidden_layers):
+        np.testing.assert_allclose(st.resid_attn[:, :, layer], out.hidden_states[layer], rtol=F32.exact_rtol,
+                                   atol=F32.op_atol)
+    if name == "olmo2":
+        np.testing.assert_array_equal(st.norm_attn, st.resid_attn)  # no norm before the sublayers
+        np.testing.assert_array_equal(st.norm_mlp, st.resid_mlp)
+    else:  # the parameter-free LayerNorm of the residual
+        for layer, block in enumerate(model.layers):
+            np.testing.assert_allclose(st.norm_attn[:, :, layer], block.input_layernorm(st.resid_attn[:, :, layer]),
+                                       rtol=F32.exact_rtol, atol=F32.op_atol)
+    assert float(jnp.max(jnp.abs(st.resid_mlp - st.resid_attn))) > 1e-3
+    assert model_facts(cfg)["norm"] == ("nonparametric_layernorm" if name == "olmo" else "rmsnorm")

@@ -1,6 +1,7 @@
 """Conserved quantities of the ports: the Noether identity dC/dt = 0 along the per-block flow, and the group
 actions behind each family leave the logits unchanged."""
 
+import dataclasses
 import functools
 import zlib
 
@@ -11,6 +12,8 @@ import pytest
 from flax import nnx
 
 from cfka_jax.lm_theory.invariants import port_invariants, relative_drift
+from cfka_jax.models.olmo import OlmoConfig, OlmoModel
+from cfka_jax.models.olmo2 import Olmo2Config, Olmo2Model
 from cfka_jax.models.pythia import PythiaConfig, PythiaModel
 from cfka_jax.models.qwen import QwenConfig, QwenModel
 from cfka_jax.train.losses import masked_mean_nll
@@ -27,12 +30,21 @@ PORTS = {
                                               intermediate_size=10, rotary_pct=0.5, hidden_act="relu",
                                               initializer_range=0.4, scan_layers=True,
                                               use_parallel_residual=False)),
+    # OLMo-2: GQA, whole-projection q/k norms, post-norms, biases; ε small so the scale-invariant blocks are
+    # conserved to float32 rounding (module docstring: their drift is O(ε / mean(x²)))
+    "olmo2": (Olmo2Model, Olmo2Config(num_attention_heads=4, num_key_value_heads=2, head_dim=6, attention_bias=True,
+                                      rms_norm_eps=1e-7, **QWEN)),
+    "olmo": (OlmoModel, OlmoConfig(num_attention_heads=6, num_key_value_heads=2, **QWEN)),
+    "olmo-clip": (OlmoModel, OlmoConfig(num_attention_heads=6, num_key_value_heads=2, clip_qkv=1.5, **QWEN)),
 }
 FAMILIES = {
     "qwen2": {"qk_rot", "vo", "norm_attn", "norm_mlp", "mlp", "norm_final"},
     "qwen2-linear": {"qk_rot", "vo", "norm_attn", "norm_mlp", "mlp", "qo", "kv"},
     "qwen3": {"qk_norm", "q_head", "k_head", "vo", "norm_attn", "norm_mlp", "mlp", "norm_final"},
     "pythia-scan": {"qk_rot", "qk_pass", "vo", "norm_attn", "norm_mlp", "mlp", "norm_final"},
+    "olmo2": {"qk_norm", "q_proj", "k_proj", "vo", "o_proj", "down_proj", "mlp", "norm_final"},
+    "olmo": {"qk_rot", "vo", "mlp"},
+    "olmo-clip": {"mlp"},
 }
 
 
@@ -61,7 +73,8 @@ SLOW = pytest.mark.slow  # ~5 s each on an idle 2-core machine; proofs_check/che
 
 
 @pytest.mark.parametrize("name", [pytest.param("qwen2", marks=SLOW), "qwen2-linear", pytest.param("qwen3", marks=SLOW),
-                                  pytest.param("pythia-scan", marks=SLOW)])
+                                  pytest.param("pythia-scan", marks=SLOW), "olmo2", pytest.param("olmo", marks=SLOW),
+                                  pytest.param("olmo-clip", marks=SLOW)])
 def test_noether_identity_along_the_per_block_flow(name, key):
     cfg, graphdef, params, rest = _port(name)
     tokens = jax.random.randint(key, (3, 7), 0, cfg.vocab_size)
@@ -116,3 +129,19 @@ def test_group_actions_leave_the_port_unchanged(key):
     drift = relative_drift(before, after)
     assert float(drift["qk_rot"]) > 0.1 and float(drift["vo"]) > 0.1  # the actions move C itself ...
     assert float(drift["mlp"]) == 0.0  # ... and nothing else
+
+
+def test_olmo_clamp_breaks_the_attention_families(key):
+    """With the q/k/v clamp active, qk_rot and vo of the unclamped layout drift along the clamped model's flow:
+    the families ``port_invariants`` leaves out for ``clip_qkv`` are not conserved."""
+    cfg, graphdef, params, rest = _port("olmo-clip")
+    tokens = jax.random.randint(key, (3, 7), 0, cfg.vocab_size)
+    loss = lambda p: masked_mean_nll(_logits(graphdef, rest, p, tokens), tokens, jnp.ones(tokens.shape))[0]  # noqa: E731
+    flow = jax.tree.map(lambda g, e: -e * g, jax.grad(loss)(params), _rate_tree(params))
+    speed = jnp.sqrt(sum(jnp.sum(x**2) for x in jax.tree.leaves(flow)))
+    unclamped = dataclasses.replace(cfg, clip_qkv=None)
+    values = lambda p: {k: v.value for k, v in port_invariants(p, unclamped, rate).items()}  # noqa: E731
+    _, dc = jax.jvp(values, (params,), (flow,))
+    scale = {k: jnp.max(jnp.abs(v.scale)) for k, v in port_invariants(params, unclamped, rate).items()}
+    for name in ("qk_rot", "vo"):
+        assert float(jnp.max(jnp.abs(dc[name])) / (scale[name] * speed)) > 1e2 * F32.exact_rtol

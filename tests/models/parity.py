@@ -342,3 +342,64 @@ def assert_remat_and_scan_preserve_gradients(model: nnx.Module, family, tokens_B
         assert grads.keys() == ref_grads.keys()
         for k in ref_grads:
             assert_close(grads[k], ref_grads[k], F32.op_atol, f"grad {k} scan={scan} remat={remat}")
+
+
+def assert_lora_round_trip(model: nnx.Module, tokens_BS: np.ndarray) -> None:
+    """LoRA on the family's default targets (``Family.lora_targets``, every block linear): zero-B adapters leave
+    the logits unchanged; with random B the function moves, and ``merge_and_unload`` gives the original
+    architecture, exported through the family's key table, computing the adapted function."""
+    from cfka_jax.continual import peft
+    from cfka_jax.models import family
+
+    fam = family.of(model)
+    base = np.asarray(forward(model, tokens_BS).logits)
+    adapted = peft.apply_lora(nnx.clone(model), peft.LoRAConfig(rank=3, alpha=6.0, dropout=0.0), rngs=nnx.Rngs(2))
+    adapters = [m for _, m in nnx.iter_modules(adapted) if isinstance(m, peft.LoRALinear)]
+    assert len(adapters) == model.cfg.num_hidden_layers * len(fam.lora_targets)
+    assert_close(forward(adapted, tokens_BS).logits, base, F32.op_atol, "zero-B LoRA")  # x @ A @ 0 adds zeros
+    for i, layer in enumerate(adapters):
+        layer.lora_b[...] = 0.3 * jax.random.normal(jax.random.key(3 + i), layer.lora_b[...].shape)
+    moved = np.asarray(forward(adapted, tokens_BS).logits)
+    assert np.abs(moved - base).max() > 1e-2
+    plain = peft.merge_and_unload(adapted)
+    assert not peft.has_lora(plain)
+    assert fam.export(plain).keys() == fam.export(model).keys()
+    assert_close(forward(plain, tokens_BS).logits, moved, F32.model_atol, "merged LoRA")
+
+
+def assert_frozen_step(model: nnx.Module, tokens_BS: np.ndarray) -> None:
+    """One jitted AdamW step with the input embedding and block 0 frozen (``peft.trainable_filter``) changes every
+    other parameter and leaves the frozen ones bit-identical."""
+    import optax
+
+    from cfka_jax.continual import peft
+    from cfka_jax.models import family
+
+    embed = family.of(model).embed
+    wrt = peft.trainable_filter(model, num_frozen_blocks=1, freeze_embeddings=True)
+    graphdef, train, rest = nnx.split(model, wrt, ...)
+    tx = optax.adamw(1e-2, weight_decay=0.1)
+
+    @jax.jit
+    def step(train, rest, tokens):
+        def loss_fn(train):
+            return jnp.mean(next_token_nll(nnx.merge(graphdef, train, rest)(tokens).logits, tokens))
+
+        grads = jax.grad(loss_fn)(train)
+        with jax.numpy_dtype_promotion("standard"):  # optax's bias correction mixes a Python float and int32
+            updates, _ = tx.update(grads, tx.init(train), train)
+        return optax.apply_updates(train, updates)
+
+    def flat(m):
+        return {path: np.asarray(v[...]) for path, v in nnx.to_flat_state(nnx.state(m, nnx.Param))}
+
+    before = flat(model)
+    with jax.default_matmul_precision("float32"):
+        after = flat(nnx.merge(graphdef, step(train, rest, jnp.asarray(tokens_BS, jnp.int32)), rest))
+    frozen = {p for p in before if p[0] == embed or p[:2] == ("layers", 0)}
+    assert frozen and len(frozen) < len(before)
+    for path, x in before.items():
+        if path in frozen:
+            np.testing.assert_array_equal(after[path], x, err_msg=f"frozen {path} changed")
+        else:
+            assert not np.array_equal(after[path], x), f"trainable {path} did not change"

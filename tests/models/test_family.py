@@ -5,16 +5,16 @@ import dataclasses
 import flax.nnx as nnx
 import pytest
 
-from cfka_jax.models import LlamaModel, ModelSize, PythiaModel, QwenModel, family
+from cfka_jax.models import LlamaModel, ModelSize, Olmo2Model, OlmoModel, PythiaModel, QwenModel, family
 from cfka_jax.parallel import rules
 
 SIZE = ModelSize(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=29)  # Pythia: R = int(8 * 0.25) = 2
 
 
 def test_every_model_type_and_name_resolves():
-    assert set(family.names()) == {"llama", "pythia", "qwen"}
+    assert set(family.names()) == {"llama", "olmo", "olmo2", "pythia", "qwen"}
     assert {t: family.for_model_type(t).name for t in family.model_types()} == {
-        "gpt_neox": "pythia", "qwen2": "qwen", "qwen3": "qwen", "llama": "llama"}
+        "gpt_neox": "pythia", "qwen2": "qwen", "qwen3": "qwen", "llama": "llama", "olmo": "olmo", "olmo2": "olmo2"}
     with pytest.raises(ValueError, match="unsupported model_type 'mamba'; expected one of"):
         family.for_model_type("mamba")
     with pytest.raises(ValueError, match="unknown model family 'gpt2'"):
@@ -26,7 +26,8 @@ def test_every_model_type_and_name_resolves():
 
 
 @pytest.mark.parametrize("name, cls, tied", [("pythia", PythiaModel, False), ("qwen", QwenModel, True),
-                                             ("llama", LlamaModel, False)])
+                                             ("llama", LlamaModel, False), ("olmo", OlmoModel, False),
+                                             ("olmo2", Olmo2Model, False)])
 def test_from_size_builds_each_family(name, cls, tied):
     fam = family.get(name)
     cfg = fam.from_size(SIZE, vocab_size=31, max_position_embeddings=64)
