@@ -60,8 +60,11 @@ SUBCOMMANDS = {  # name → (module, config class, help)
     "select": ("geometry_select", "SelectConfig", "top-5 % data selection vs LESS / DataInf / HyperINF"),
     "transmission": ("geometry_transmission", "TransmissionConfig", "readout transmission, resets, plasticity"),
 }
-ARCHS = ("qwen", "pythia")
-"""The families the synthetic geometry models are built in."""
+def archs() -> tuple[str, ...]:
+    """The families a synthetic geometry model can be built in: every registered one (``models/family.py``)."""
+    from cfka_jax.models import family
+
+    return family.names()
 HELP = {  # the help of fields whose docstring is a class-level paragraph
     "scale": "smoke (seconds, for tests) or small (the numbers in docs/geometry.md)",
     "out": "output folder (default runs/geometry/<command>-<scale>)",
@@ -98,7 +101,7 @@ def _cli_config(name: str) -> type:
 def _flags(name: str) -> Flags:
     cls = _cli_config(name)
     fields = {f.name for f in dataclasses.fields(cls)}
-    choices = {"scale": lambda: ("smoke", "small"), "arch": lambda: ARCHS, "start": lambda: ("random", "base"),
+    choices = {"scale": lambda: ("smoke", "small"), "arch": archs, "start": lambda: ("random", "base"),
                "vocab": lambda: ("full", "total_unique"), "normalize": lambda: ("all", "kept"),
                "world": _worlds}
     parsers = {"eta": _POSITIVE, "taus": _taus, **({"lr": _POSITIVE} if name in ("coldstart", "energy") else {})}
