@@ -24,6 +24,8 @@ What tyro derives from the class, and what :class:`Flags` adds:
   ``--measures ""`` is the empty tuple), each converted to ``T`` and checked against ``choices`` when given;
   ``extend`` lets the option repeat, each occurrence adding items (``--extra a.py --extra b.py``); ``spaced``
   keeps a tuple of file names space-separated only (``--data a.txt b,c.txt``);
+* ``inputs`` names the fields that name input files or folders: each must exist (exit 2, one line naming the
+  option) before the config is built;
 * ``names`` keeps an option whose name predates the field (``--bootstrap`` for ``num_boot``), ``required``
   makes a field with a library default a required option, ``hidden`` leaves a field off the command line,
   ``positional`` makes a field a positional argument (``cfka report RUN_DIR ...``), ``metavars`` names a
@@ -205,11 +207,12 @@ class Flags:
     layered: tuple[str, Callable[[str], Mapping[str, Any]]] | None = None
     extend: tuple[str, ...] = ()
     spaced: tuple[str, ...] = ()
+    inputs: tuple[str, ...] = ()
 
     def __post_init__(self):
         fields = {f.name for f in dataclasses.fields(self.config)}
         for what in ("choices", "names", "aliases", "required", "hidden", "positional", "help", "metavars",
-                     "nested", "parsers", "extend", "spaced"):
+                     "nested", "parsers", "extend", "spaced", "inputs"):
             unknown = set(getattr(self, what)) - fields
             if unknown:
                 raise ValueError(f"Flags({self.config.__name__}).{what}: no such field {sorted(unknown)}")
@@ -311,8 +314,10 @@ class Flags:
         argv, path = self._config_option(argv)
         if path is not None:
             parsed = self._parse(command, argv, default=command(**self.file_defaults(path, command)))
+            self.check_inputs(parsed)
             return self._fields(parsed)
         parsed = self._parse(command, argv)
+        self.check_inputs(parsed)
         if self.layered is not None and getattr(parsed, self.layered[0]) is not None:
             field, read = self.layered
             base = {f.name: getattr(parsed, f.name) for f in dataclasses.fields(command)}
@@ -321,6 +326,16 @@ class Flags:
             base.update(read(getattr(parsed, field)), **{field: getattr(parsed, field)})
             parsed = self._parse(command, argv, default=command(**base))
         return self._fields(parsed)
+
+    def check_inputs(self, parsed) -> None:
+        """Every file or folder an ``inputs`` option names exists (exit 2, one line naming the option), before the
+        config is built or anything runs."""
+        for name in self.inputs:
+            value = getattr(parsed, name)
+            for item in value if isinstance(value, tuple) else (value,):
+                if item not in (None, "") and not os.path.exists(item):
+                    option = "--" + self.names.get(name, name).replace("_", "-")
+                    _fail(self.prog, f"{option} {item}: no such file or folder")
 
     def _config_option(self, argv: list[str]) -> tuple[list[str], str | None]:
         """``argv`` without ``--config FILE`` / ``--config=FILE``, and FILE; the option exists on every command

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pathlib
 
 import jax.numpy as jnp
 
@@ -50,18 +51,18 @@ from cfka_jax.eval.sets import combine, named_sets
 from cfka_jax.continual.replay import build_replay, check_replay_dir
 from cfka_jax.cli_gen import Flags
 from cfka_jax.models import from_pretrained, load_tokenizer
-from cfka_jax.runs.engine import check_run_options, finish_run, train_lm
+from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import optimizer_core, train_hooks, with_update
 from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
 from cfka_jax.runs.replay import model_replay_made_from, real_replay_config
-from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES, UPDATES
 from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS
 from cfka_jax.train.optim import STATE_DTYPES
 from cfka_jax.train.step import GUARDS, make_eval_logits, token_nll_loss
-from cfka_jax.experiments.update_flags import PretrainedRunFields, check_freeze_layers, updated_model
+from cfka_jax.experiments.update_flags import (PretrainedRunFields, check_model_update, model_config, run_mesh,
+                                               updated_model)
 
 METHODS = recipe_components("corpus")
 """One-component methods of the recipe (``runs/method.RECIPES['corpus']``); ``+`` composes them."""
@@ -107,6 +108,7 @@ class CorpusCPTConfig(PretrainedRunFields):
     def __post_init__(self):
         super().__post_init__()
         check_run_options(self.loss_chunk, self.final_checkpoint, self.guard)
+        check_loss_chunk(self.loss_chunk, self.resolved)
         if self.opt_state_dtype is not None and self.opt_state_dtype not in STATE_DTYPES:
             raise ValueError(f"--opt-state-dtype must be one of {tuple(STATE_DTYPES)}, got {self.opt_state_dtype!r}")
         if not self.data:
@@ -198,45 +200,75 @@ def corpus_docs(cfg: CorpusCPTConfig, tokenizer) -> tuple[list, list, dict]:
     return train, held, stats
 
 
-def run(cfg: CorpusCPTConfig) -> dict:
-    """Runs (or resumes) the CPT and returns the final metrics (also in ``final.json`` and ``summary.md``)."""
-    p, folder = cfg.scale, RunFolder(cfg.out)
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """Everything a run reads, resolved and checked before ``--out`` is touched (:func:`prepare`)."""
+
+    tokenizer: object
+    train_docs: list
+    held_docs: list
+    corpus_stats: dict
+    sets: dict
+    dev: list
+    model: object
+    mesh: object
+    made_from: dict | None
+
+
+def prepare(cfg: CorpusCPTConfig) -> Inputs:
+    """Resolves every input of the run and checks the options against them, writing nothing: the model's shape
+    against the update options, the mesh against this machine, the tokenizer, the corpus, the question files, the
+    weights, a replay corpus left in ``--out`` and the folder itself (another run's is refused).
+
+    Raises:
+      ValueError / OSError: naming the option, file or folder.
+    """
+    check_model_update(cfg, model_config(cfg.model), cfg.scan_layers)  # config.json only: before any long read
+    mesh = run_mesh(cfg.mesh)
     tokenizer = load_tokenizer(cfg.model)
     train_docs, held_docs, corpus_stats = corpus_docs(cfg, tokenizer)
     sets = question_sets(mc=cfg.mc, domain_subjects=cfg.domain_subjects, original=cfg.mc_original,
                          domain=cfg.mc_domain, limit=cfg.mc_limit, seed=cfg.seed)
-    dev = read_mc(list(cfg.mc_dev)) if cfg.mc_dev else []  # read before the (long) replay build: fail fast
+    dev = read_mc(list(cfg.mc_dev)) if cfg.mc_dev else []
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat),
                             scan_layers=cfg.scan_layers)
-    check_freeze_layers(model, cfg.freeze_layers)
-    mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
-    eos, method = int(tokenizer.eos_token_id), cfg.resolved
-    made_from = model_replay_made_from(cfg.model, tokenizer, train_docs) if method.mixes else None
+    made_from = model_replay_made_from(cfg.model, tokenizer, train_docs) if cfg.resolved.mixes else None
     if made_from is not None:  # a corpus left in --out by a run of another model or corpus is refused
-        check_replay_dir(folder.path / "replay", made_from, flag="--out")
-    folder.start(cfg, p)  # after every check: a refused run writes nothing
+        check_replay_dir(pathlib.Path(cfg.out) / "replay", made_from, flag="--out")
+    RunFolder(cfg.out).check(cfg, cfg.scale)  # another run's folder, or one holding other files
+    return Inputs(tokenizer, train_docs, held_docs, corpus_stats, sets, dev, model, mesh, made_from)
+
+
+def run(cfg: CorpusCPTConfig) -> dict:
+    """Runs (or resumes) the CPT and returns the final metrics (also in ``final.json`` and ``summary.md``); every
+    input is resolved (:func:`prepare`) before ``--out`` is written."""
+    inputs = prepare(cfg)
+    p, folder = cfg.scale, RunFolder(cfg.out)
+    folder.start(cfg, p)  # after every check: a refused run leaves --out as it was
+    tokenizer, train_docs, model, method = inputs.tokenizer, inputs.train_docs, inputs.model, cfg.resolved
+    eos = int(tokenizer.eos_token_id)
     replay_docs, replay_stats, alpha = [], {}, 1.0
     if method.mixes:
         corpus = build_replay(model, train_docs, tokenizer, real_replay_config(method.replay, p, seed=cfg.seed,
-                              minhash=cfg.minhash), out_dir=folder.path / "replay", made_from=made_from,
+                              minhash=cfg.minhash), out_dir=folder.path / "replay", made_from=inputs.made_from,
                               flag="--out")
         replay_docs, replay_stats, alpha = corpus.sequences, corpus.stats, cfg.alpha
     mixture, mix_stats = mix_replay(train_docs, replay_docs, alpha, rule="token_share", seed=cfg.seed)
     batcher = EpochBatcher(mixture, seq_len=p.seq_len, eos_id=eos, batch_size=p.cpt.batch, seed=cfg.seed + 1)
-    factory = evaluator_factory(cfg, pack(held_docs, p.seq_len, eos), sets, dev, tokenizer)
+    factory = evaluator_factory(cfg, pack(inputs.held_docs, p.seq_len, eos), inputs.sets, inputs.dev, tokenizer)
     hooks = train_hooks(method, model, batcher, compute_dtype=DTYPES[cfg.dtype])  # from the base model
     model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
     hooks = with_update(hooks, model, cfg.update)
     opt = dataclasses.replace(p.cpt.optim(), state_dtype=cfg.opt_state_dtype or "float32")
     trained = train_lm(model, hooks.batch_at, opt=opt, loop=p.cpt.loop(progress=cfg.progress),
                        folder=folder, evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable,
-                       mesh=mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
+                       mesh=inputs.mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
                        loss_chunk=cfg.loss_chunk, final_checkpoint=cfg.final_checkpoint,
                        optimizer=optimizer_core(method, opt), guard=cfg.guard,
                        consume=hooks.penalty is None and hooks.loss_fn is token_nll_loss)
     extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update,
              "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
-             "corpus": corpus_stats}
+             "corpus": inputs.corpus_stats}
     final = finish_run(folder, factory(trained.graphdef, trained.rest), trained, extra).final
     (folder.path / "summary.md").write_text(summary_markdown(cfg, trained.eval_at(0), final))
     return final
@@ -272,6 +304,7 @@ FLAGS = Flags(
     Config, prog="cfka corpus-cpt", description=__doc__.split("\n\n")[0],
     hidden=("overrides", "remat"), names={"remat_on": "remat"},
     spaced=("data", "mc", "domain_subjects", "mc_original", "mc_domain", "mc_dev"),
+    inputs=("data", "model", "mc", "mc_original", "mc_domain", "mc_dev"),
     choices={"preset": lambda: sorted(CORPUS), "dtype": lambda: sorted(DTYPES), "update": lambda: UPDATES,
              "ewc_fisher": lambda: ["code", "per_example"], "overflow": lambda: ["split", "truncate"],
              "opt_state_dtype": lambda: sorted(STATE_DTYPES), "final_checkpoint": lambda: FINAL_CHECKPOINTS,

@@ -39,17 +39,17 @@ from cfka_jax.data.mixing import mix_replay
 from cfka_jax.eval.fluency import MODES as FLUENCY_MODES
 from cfka_jax.eval.fluency import fluency_evaluator, fluency_layout
 from cfka_jax.models import from_pretrained, load_tokenizer
-from cfka_jax.runs.engine import check_run_options, finish_run, train_lm
+from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import optimizer_core, train_hooks, with_update
 from cfka_jax.runs.presets import KNOWEDIT, Preset, lookup, override
 from cfka_jax.runs.replay import model_replay_made_from, real_replay_config
-from cfka_jax.parallel.mesh import make_mesh, parse_mesh
 from cfka_jax.runs.specs import DTYPES, UPDATES
 from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS
 from cfka_jax.train.optim import STATE_DTYPES
-from cfka_jax.experiments.update_flags import PretrainedRunFields, check_freeze_layers, updated_model
+from cfka_jax.experiments.update_flags import (PretrainedRunFields, check_model_update, model_config, run_mesh,
+                                               updated_model)
 
 METHODS = ("naive", "lamol", "stoc")
 """The default methods (the paper's table); any name of ``runs/method.RECIPES['knowedit']`` runs too."""
@@ -107,6 +107,7 @@ class KnowEditRun(PretrainedRunFields):
                 self.resolved(name)
             except ValueError as e:
                 raise ValueError(f"--methods {name!r}: {e}") from e
+            check_loss_chunk(self.loss_chunk, self.resolved(name), flag="--methods")
             if self.resolved(name).optimizer != "adamw" and self.opt_state_dtype not in (None, "float32"):
                 raise ValueError(f"--opt-state-dtype {self.opt_state_dtype} stores AdamW's moments; --methods "
                                  f"{name!r} trains with {self.resolved(name).optimizer}, whose state stays float32")
@@ -183,7 +184,7 @@ def build_corpora(cfg: KnowEditRun, data: Data, tokenizer) -> dict:
     return out
 
 
-def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layouts: dict) -> dict:
+def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layouts: dict, mesh=None) -> dict:
     """CPT of the base model on the new data (mixed with ``replay[method]`` unless naive); returns final.json."""
     p, folder = cfg.scale, RunFolder(pathlib.Path(cfg.out) / cfg.run_name(method))
     folder.start(cfg, p)
@@ -193,11 +194,9 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
                                    seed=cfg.seed)
     batcher = EpochBatcher(docs, seq_len=p.seq_len, eos_id=data.eos_id, batch_size=p.cpt.batch, seed=cfg.seed + 1)
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat))
-    check_freeze_layers(model, cfg.freeze_layers)
     hooks = train_hooks(resolved, model, batcher, compute_dtype=DTYPES[cfg.dtype])  # from the base model
     model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
     hooks = with_update(hooks, model, cfg.update)
-    mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh is not None else None
     factory = lambda g, r: fluency_evaluator(g, r, layouts, batch_size=p.eval_batch,  # noqa: E731
                                              stride=cfg.eval_stride, compute_dtype=DTYPES[cfg.dtype])
     opt = dataclasses.replace(p.cpt.optim(), state_dtype=cfg.opt_state_dtype or "float32")
@@ -223,15 +222,32 @@ def table(kind: str, results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(cfg: KnowEditRun) -> dict:
-    """Every method of ``cfg``; writes ``table.md``/``table.json`` and returns {run name: final metrics}."""
+def prepare(cfg: KnowEditRun):
+    """``(tokenizer, data, layouts, mesh)``, every input resolved and every option checked against them before
+    ``--out`` is touched: each method's run folder (another run's is refused), the model's shape against the update
+    options, the mesh against this machine, the tokenizer and the KnowEdit file.
+
+    Raises:
+      ValueError / OSError: naming the option, file or folder.
+    """
+    p = cfg.scale
+    for method in cfg.methods:
+        RunFolder(pathlib.Path(cfg.out) / cfg.run_name(method)).check(cfg, p)
+    check_model_update(cfg, model_config(cfg.model))  # config.json only: before any long read
+    mesh = run_mesh(cfg.mesh)
     tokenizer = load_tokenizer(cfg.model)
     data = load_data(cfg, tokenizer)
-    p = cfg.scale
     layouts = {name: fluency_layout(list(t.docs), t.idx, mode=cfg.fluency_mode, seq_len=p.seq_len,
                                     eos_id=data.eos_id) for name, t in data.tests.items()}
+    return tokenizer, data, layouts, mesh
+
+
+def run(cfg: KnowEditRun) -> dict:
+    """Every method of ``cfg``; writes ``table.md``/``table.json`` and returns {run name: final metrics}; nothing is
+    written before every input is resolved (:func:`prepare`, and the replay corpora's checks)."""
+    tokenizer, data, layouts, mesh = prepare(cfg)
     replay = build_corpora(cfg, data, tokenizer)
-    results = {cfg.run_name(m): train_method(m, cfg, data, replay, layouts) for m in cfg.methods}
+    results = {cfg.run_name(m): train_method(m, cfg, data, replay, layouts, mesh) for m in cfg.methods}
     out = pathlib.Path(cfg.out)
     md = f"KnowEdit {data.kind}, {cfg.model}: average soft token accuracy × 100 (final step)\n\n" + table(
         data.kind, results)
@@ -242,7 +258,7 @@ def run(cfg: KnowEditRun) -> dict:
 
 
 FLAGS = Flags(
-    KnowEditRun, prog="cfka knowedit", description=__doc__.split("\n\n")[0],
+    KnowEditRun, prog="cfka knowedit", description=__doc__.split("\n\n")[0], inputs=("data", "model", "augmentation"),
     choices={"mixing": lambda: sorted(MIXING_RULES), "preset": lambda: sorted(KNOWEDIT), "kind": lambda: ke.KINDS,
              "aug_align": lambda: ke.ALIGNS, "fluency_mode": lambda: FLUENCY_MODES, "dtype": lambda: sorted(DTYPES),
              "update": lambda: UPDATES, "opt_state_dtype": lambda: sorted(STATE_DTYPES),

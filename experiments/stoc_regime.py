@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import pathlib
 
 import numpy as np
@@ -37,14 +38,16 @@ from flax import nnx
 from cfka_jax import jsonio
 from cfka_jax.claims.results import Clock, provenance, write_record
 from cfka_jax.data.pipeline import build_data
+from cfka_jax.data.tokenize import BPE_MIN_VOCAB
 from cfka_jax.data.sharing import format_sharing, interfered_facts, name_sharing
 from cfka_jax.eval.coverage import corpus_measures
 from cfka_jax.runs.biography import build_model, continual
-from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.presets import BIOGRAPHY, override
 from cfka_jax.runs.replay import (ReplaySwitches, checkpoint_made_from, ensure_replay, replay_made_from,
                                   synthetic_replay_config)
-from cfka_jax.runs.specs import ARCHS, CPTSpec, UPDATES
+from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec, UPDATES
+from cfka_jax.values import float_arg, int_arg
 from cfka_jax.train.step import make_eval_logits, master_params
 from cfka_jax.experiments.replay_retention import occurrence_soft
 
@@ -81,7 +84,7 @@ class RegimeConfig:
     @property
     def scale(self):
         """The preset with the run's BPE tokenizer (what the PT run of ``pt_dir`` was trained with)."""
-        return override(BIOGRAPHY[self.preset], {"bpe_vocab": self.bpe_vocab} if self.bpe_vocab else {})
+        return override(BIOGRAPHY[self.preset], {"bpe_vocab": self.bpe_vocab} if self.bpe_vocab is not None else {})
 
     def __post_init__(self):
         if self.preset not in BIOGRAPHY:
@@ -101,6 +104,44 @@ class RegimeConfig:
         if self.record is not None and not self.pt_label:
             raise ValueError("--record needs --pt-label (which PT model, e.g. the PT seed: s0, s1): records pair runs "
                              "by PT model and seed")
+        PTSpec(preset=self.preset, arch=self.arch, bpe_vocab=self.bpe_vocab)  # --bpe-vocab below the alphabet
+        if self.train or self.naive:  # every CPT cell's spec (update options, LoRA rank), before anything runs
+            for seed in self.seeds:
+                for kind in (*(self.kinds if self.train else ()), *((None,) if self.naive else ())):
+                    cell_spec(self, kind, seed)
+        elif self.update != "full" or self.lora_rank is not None or self.freeze_layers is not None:
+            raise ValueError("--update / --lora-rank / --freeze-layers set the CPT runs of --train / --naive; give "
+                             "one of those or drop them")
+
+
+def cell_spec(cfg: RegimeConfig, kind: str | None, seed: int) -> CPTSpec:
+    """The CPT spec of one cell (``kind`` None: naive) from the PT run (validated on construction)."""
+    out = pathlib.Path(cfg.out) / f"cpt-{kind or 'naive'}-seed{seed}"
+    return CPTSpec(preset=cfg.preset, out=str(out), method=KINDS[kind][0] if kind else "naive", alpha=cfg.alpha,
+                   arch=cfg.arch, seed=seed, pt_dir=cfg.pt_dir, cache_dir=cfg.cache_dir, progress=cfg.progress,
+                   update=cfg.update, lora_rank=cfg.lora_rank, freeze_layers=cfg.freeze_layers,
+                   bpe_vocab=cfg.bpe_vocab,
+                   **({"replay": switches(cfg, kind),
+                       "replay_dir": str(pathlib.Path(cfg.out) / f"replay-{kind}-seed{seed}")} if kind else {}))
+
+
+def check_inputs(cfg: RegimeConfig) -> None:
+    """Before any data is built or anything written: ``--pt-dir`` holds a finished PT run (with ``--pt-checkpoint``:
+    a run with a training checkpoint or exported parameters), and ``--out`` is a folder (or absent).
+
+    Raises:
+      RunFolderError / ValueError: naming the option and the folder.
+    """
+    folder = RunFolder(cfg.pt_dir)
+    if cfg.pt_checkpoint:
+        if folder.read_json("config.json") is None or not (folder.checkpoints.is_dir() or folder.params_dir.is_dir()):
+            raise RunFolderError(f"--pt-dir {cfg.pt_dir} holds no PT run with a checkpoint (config.json and "
+                                 f"checkpoints/); train one with `cfka pt --preset {cfg.preset} --out {cfg.pt_dir}`")
+    elif folder.final() is None or not folder.params_dir.is_dir():
+        raise RunFolderError(f"--pt-dir {cfg.pt_dir} holds no finished PT run (final.json and params/); train it with "
+                             f"`cfka pt --preset {cfg.preset} --out {cfg.pt_dir}`")
+    if pathlib.Path(cfg.out).exists() and not pathlib.Path(cfg.out).is_dir():
+        raise ValueError(f"--out {cfg.out} is a file, not a study folder")
 
 
 def switches(cfg: RegimeConfig, kind: str) -> ReplaySwitches:
@@ -154,14 +195,8 @@ def retention_split(run, data) -> dict:
 
 def train_cell(cfg: RegimeConfig, kind: str | None, seed: int, data) -> dict:
     """One CPT run (``kind`` None: naive) from the PT run; final metrics plus the retention split."""
-    name = kind or "naive"
-    out = pathlib.Path(cfg.out) / f"cpt-{name}-seed{seed}"
-    spec = CPTSpec(preset=cfg.preset, out=str(out), method=KINDS[kind][0] if kind else "naive", alpha=cfg.alpha,
-                   arch=cfg.arch, seed=seed, pt_dir=cfg.pt_dir, cache_dir=cfg.cache_dir, progress=cfg.progress,
-                   update=cfg.update, lora_rank=cfg.lora_rank, freeze_layers=cfg.freeze_layers,
-                   bpe_vocab=cfg.bpe_vocab,
-                   **({"replay": switches(cfg, kind),
-                       "replay_dir": str(pathlib.Path(cfg.out) / f"replay-{kind}-seed{seed}")} if kind else {}))
+    spec = cell_spec(cfg, kind, seed)
+    out = pathlib.Path(spec.out)
     split_path = out / "retention_split.json"
     if split_path.exists() and RunFolder(out).final() is not None:
         return {**RunFolder(out).final(), **jsonio.read_json_object(split_path)}
@@ -188,6 +223,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main_cfg(cfg: RegimeConfig) -> list[dict]:
+    check_inputs(cfg)
     data = build_data(cfg.scale.data_config(), cfg.cache_dir)
     sharing = name_sharing(data.world)
     print(f"[stoc-regime] world {cfg.preset}: {format_sharing(sharing)}")
@@ -276,18 +312,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pt-dir", required=True, help="the PT run folder (cfka pt --preset P --out DIR)")
     ap.add_argument("--out", required=True, help="study folder (corpora, CPT runs, table.json, table.md)")
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
-    ap.add_argument("--seeds", default="0", help="comma-separated corpus / CPT seeds")
-    ap.add_argument("--sources", type=int, default=10_000, help="first cpt_train documents used as sources")
-    ap.add_argument("--alpha", type=float, default=0.5)
+    ap.add_argument("--seeds", default=(0,), type=_seeds, help="comma-separated corpus / CPT seeds")
+    ap.add_argument("--sources", type=int_arg(lo=1), default=10_000, help="first cpt_train documents used as sources")
+    ap.add_argument("--alpha", type=float_arg(lo=0.0, hi=1.0, lo_open=True, hi_open=True), default=0.5)
     ap.add_argument("--train", action="store_true", help="also run CPT per kind, with the retention split")
     ap.add_argument("--naive", action="store_true", help="also run naive CPT (the control), per seed")
     ap.add_argument("--report", action="store_true", help="only collect what is finished into table.md/json")
     ap.add_argument("--pt-checkpoint", action="store_true", help="prompt the PT run's newest training checkpoint")
     ap.add_argument("--arch", default="qwen", choices=ARCHS, help="the PT run's model family")
     ap.add_argument("--update", default="full", choices=UPDATES, help="CPT update mode (full, freeze, lora)")
-    ap.add_argument("--lora-rank", type=int, default=None, help="LoRA rank (default: the preset's)")
-    ap.add_argument("--freeze-layers", type=int, default=None, help="frozen bottom blocks (default: the preset's)")
-    ap.add_argument("--bpe-vocab", type=int, default=None, help="the PT run's BPE tokenizer size (cfka pt --bpe-vocab)")
+    ap.add_argument("--lora-rank", type=int_arg(lo=1), default=None, help="LoRA rank (default: the preset's)")
+    ap.add_argument("--freeze-layers", type=int_arg(lo=0), default=None,
+                    help="frozen bottom blocks (default: the preset's)")
+    ap.add_argument("--bpe-vocab", type=int_arg(lo=BPE_MIN_VOCAB), default=None,
+                    help="the PT run's BPE tokenizer size (cfka pt --bpe-vocab)")
     ap.add_argument("--cache-dir", default="runs/data-cache")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--record", default=None, help="also write the produced result record results/RECORD.json")
@@ -296,15 +334,31 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         cfg = RegimeConfig(preset=a.preset, pt_dir=a.pt_dir, out=a.out, kinds=tuple(k for k in a.kinds.split(",") if k),
-                           seeds=tuple(int(s) for s in a.seeds.split(",")), sources=a.sources, alpha=a.alpha,
+                           seeds=a.seeds, sources=a.sources, alpha=a.alpha,
                            train=a.train, naive=a.naive or a.report, pt_checkpoint=a.pt_checkpoint, cache_dir=a.cache_dir,
                            progress=not a.no_progress, arch=a.arch, update=a.update, lora_rank=a.lora_rank,
                            freeze_layers=a.freeze_layers, bpe_vocab=a.bpe_vocab, record=a.record,
                            pt_label=a.pt_label, results=a.results)
     except ValueError as err:
         ap.error(str(err))  # exit 2, naming the flag
-    report(cfg) if a.report else main_cfg(cfg)
+    try:
+        report(cfg) if a.report else main_cfg(cfg)
+    except (ValueError, OSError) as err:  # a missing or malformed input: one line naming it, exit 2
+        if os.environ.get("CFKA_TRACEBACK"):
+            raise
+        ap.exit(2, f"{ap.prog}: error: {err}\n")
     return 0
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    """``--seeds``: comma-separated integers >= 0, no repeats (argparse names the option on an error)."""
+    try:
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"comma-separated integers >= 0, got {text!r}") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"distinct integers >= 0, got {text!r}")
+    return seeds
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import statistics
 from cfka_jax.cli_gen import Flags
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.runs.biography import continual, pretrain
+from cfka_jax.parallel.mesh import mesh_of
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.replay import GENERATIVE
@@ -106,9 +107,20 @@ def _spec(cfg: ScaleConfig, size: str, seed: int, method: str) -> CPTSpec:
                    progress=cfg.progress, mesh=cfg.mesh, bpe_vocab=cfg.bpe_vocab)
 
 
+def check_scale(cfg: ScaleConfig) -> None:
+    """Before any data is built or anything written: the mesh fits this machine, and every PT and CPT folder in
+    ``--out`` is empty or holds that run."""
+    mesh_of(cfg.mesh)
+    for size in cfg.sizes:
+        specs = [_pt_spec(cfg, size)] + [_spec(cfg, size, s, m) for s in cfg.seeds for m in cfg.methods]
+        for spec in specs:
+            RunFolder(spec.out).check(spec, spec.scale)
+
+
 def run(cfg: ScaleConfig) -> dict:
     """Train what is missing (``cfg.methods`` for ``cfg.seeds``), smallest world first, rewriting the table after
-    every run."""
+    every run; :func:`check_scale` first."""
+    check_scale(cfg)
     for size in cfg.sizes:
         pt_spec = _pt_spec(cfg, size)
         data = build_data(pt_spec.scale.data_config(), cfg.cache_dir)

@@ -21,6 +21,7 @@ from cfka_jax.cli_gen import Flags
 from cfka_jax.continual.stoc import SCORE_NORMS, SNIPPET_RULES
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.runs.biography import continual, pretrain
+from cfka_jax.parallel.mesh import mesh_of
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec
@@ -192,19 +193,37 @@ def report(cfg: TableConfig) -> dict:
     return {row.name: final for row, final in results.items()}
 
 
-def main(cfg: TableConfig) -> dict:
+def _specs(cfg: TableConfig) -> tuple[PTSpec, dict[Row, CPTSpec]]:
+    """The PT run and each row's CPT run of the table."""
     out = pathlib.Path(cfg.out)
     pt_dir = out / f"pt-{cfg.preset}-{cfg.arch}"
+    pt = PTSpec(preset=cfg.preset, out=str(pt_dir), arch=cfg.arch, cache_dir=cfg.cache_dir, progress=cfg.progress,
+                mesh=cfg.mesh)
+    return pt, {row: CPTSpec(preset=cfg.preset, out=str(out / row.folder), method=row.method, update=row.update,
+                             alpha=row.alpha or 0.5, arch=cfg.arch, pt_dir=str(pt_dir), cache_dir=cfg.cache_dir,
+                             progress=cfg.progress, replay=cfg.replay, mesh=cfg.mesh,
+                             eval_every=cfg.eval_every or max(1, BIOGRAPHY[cfg.preset].cpt.steps // 8))
+                for row in table_rows(cfg.alphas, cfg.kinds, cfg.updates)}
+
+
+def check_table(cfg: TableConfig) -> None:
+    """Before any data is built or anything written: the mesh fits this machine, and the PT folder and every row's
+    folder in ``--out`` are empty or hold that run (a table is never refused after training some of its rows)."""
+    mesh_of(cfg.mesh)
+    pt, rows = _specs(cfg)
+    for spec in (pt, *rows.values()):
+        RunFolder(spec.out).check(spec, spec.scale)
+
+
+def main(cfg: TableConfig) -> dict:
+    check_table(cfg)
+    out = pathlib.Path(cfg.out)
+    pt_spec, specs = _specs(cfg)
     data = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
-    pt = pretrain(PTSpec(preset=cfg.preset, out=str(pt_dir), arch=cfg.arch, cache_dir=cfg.cache_dir,
-                         progress=cfg.progress, mesh=cfg.mesh), data)
+    pt = pretrain(pt_spec, data)
     results: dict[Row, dict] = {}
     histories: dict[Row, list] = {}
-    for row in table_rows(cfg.alphas, cfg.kinds, cfg.updates):
-        spec = CPTSpec(preset=cfg.preset, out=str(out / row.folder), method=row.method, update=row.update,
-                       alpha=row.alpha or 0.5, arch=cfg.arch, pt_dir=str(pt_dir), cache_dir=cfg.cache_dir,
-                       progress=cfg.progress, replay=cfg.replay, mesh=cfg.mesh,
-                       eval_every=cfg.eval_every or max(1, BIOGRAPHY[cfg.preset].cpt.steps // 8))
+    for row, spec in specs.items():
         run = continual(spec, pt, data)
         results[row], histories[row] = run.final, run.history
         print(f"[stoc-table] {row.name}: " + ", ".join(f"{c} {_cell(run.final, c)}" for c in COLUMNS))

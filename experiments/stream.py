@@ -23,7 +23,7 @@ from cfka_jax import jsonio
 from cfka_jax.cli_gen import Flags
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.specs import ARCHS
-from cfka_jax.runs.stream import GPM_EMBEDDINGS, METRICS, STREAM_METHODS, StreamSpec, run_stream
+from cfka_jax.runs.stream import GPM_EMBEDDINGS, METRICS, STREAM_METHODS, StreamSpec, check_stream, run_stream
 from cfka_jax.train.optim import DECAYS, REWARM
 from cfka_jax.train.tracking import Tracker, TrackingConfig
 
@@ -110,6 +110,7 @@ def parse(argv: list[str] | None = None) -> Config:
 
 def main(spec: StreamSpec, tracking: TrackingConfig = TrackingConfig()) -> dict:
     """Runs the stream; writes ``stream.json``, ``matrix.md`` and ``matrix.png``; returns the summary."""
+    check_stream(spec)  # before the tracker opens anything in --out
     tracker = Tracker(tracking)
     try:
         result = run_stream(spec, tracker=tracker)

@@ -205,6 +205,9 @@ def write_table(cfg: BioTaalmConfig, results: dict, stats: dict, rows) -> str:
 
 
 def run(cfg: BioTaalmConfig, *, phi_only: bool = False) -> dict:
+    if RunFolder(cfg.pt_dir).final() is None:  # before any data is built or anything written
+        raise ValueError(f"--biography {cfg.pt_dir} holds no finished PT run (no final.json); train it with "
+                         f"`cfka pt --preset {cfg.preset} --out {cfg.pt_dir}`")
     bundle = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
     phi_dir = phi_stage(cfg, bundle, pt_model(cfg, bundle))
     stats, rows = value_weight_stats(phi_token_weights(phi_dir, vocab_size=len(bundle.tokenizer),
@@ -242,6 +245,7 @@ class Config:
 
 FLAGS = Flags(Config, prog="cfka taalm --biography", description=__doc__.splitlines()[0],
               required=("pt_dir",), aliases={"pt_dir": ("--biography",)}, choices={"preset": lambda: sorted(PRESETS)},
+              inputs=("pt_dir",),
               metavars={"pt_dir": "PT_DIR", "out": "DIR", "cache_dir": "DIR"})
 """The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
 

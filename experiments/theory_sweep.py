@@ -144,7 +144,7 @@ def _replay_kinds() -> tuple[str, ...]:
 
 FLAGS = Flags(Config, prog="cfka sweep", description=__doc__.split("\n\n")[0],
               choices={"replay": _replay_kinds, "start": lambda: ("pt", "optimum")},
-              names={"num_seeds": "seeds", "eta_y": "eta"}, hidden=("x64",),
+              names={"num_seeds": "seeds", "eta_y": "eta"}, hidden=("x64",), inputs=("config",),
               parsers={"ks": floats_arg(lo=0.0), "alphas": floats_arg(lo=0.0, lo_open=True, hi=1.0),
                        "eta_y": float_arg(lo=0.0, lo_open=True), "smoothing": float_arg()},
               layered=("config", lambda path: read_config_file(path)),
@@ -176,11 +176,12 @@ def load_config(argv: list[str]) -> SweepConfig:
     return parse(argv).sweep()
 
 
-def run_sweep(cfg: SweepConfig):
+def run_sweep(cfg: SweepConfig, mesh=None):
     """Theory for every (k, α), the runs in chunks with a progress bar, and the population-GD path of every (k, α).
 
     The GD path (same η, no minibatch noise) is the first-order prediction of the seed-averaged SGD path.
-    Returns (worlds, theory, final Y of every run, SGD trace, GD trace).
+    ``mesh``: the device mesh (default: ``cfg.mesh``'s). Returns (worlds, theory, final Y of every run, SGD trace,
+    GD trace).
     """
     import jax
     from tqdm import tqdm
@@ -188,10 +189,10 @@ def run_sweep(cfg: SweepConfig):
     from cfka_jax.theory.cpt import ContinualConfig, make_continual_worlds
     from cfka_jax.theory.cpt_sweep import run_grid, theory_grid
 
-    from cfka_jax.parallel.mesh import make_mesh, parse_mesh
+    from cfka_jax.parallel.mesh import mesh_of
 
     spec = cfg.spec()
-    mesh = make_mesh(parse_mesh(cfg.mesh)) if cfg.mesh else None
+    mesh = mesh_of(cfg.mesh) if mesh is None else mesh
     worlds = make_continual_worlds(ContinualConfig(smoothing=cfg.smoothing, seed=cfg.world_seed))
     theory = theory_grid(worlds, spec)
     per_chunk = max(1, cfg.chunk_runs // cfg.num_seeds)
@@ -303,12 +304,15 @@ def command(args: Config) -> int:
     matplotlib.use("Agg")
     from cfka_jax.theory.cpt_sweep import summarise, write_csv
 
+    from cfka_jax.parallel.mesh import mesh_of
+
     cfg = args.sweep()
+    mesh = mesh_of(cfg.mesh)  # a mesh larger than the machine is refused before --out is written
     out = pathlib.Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     jsonio.write_json_atomic(out / "config.json", dataclasses.asdict(cfg), indent=2)
     with jax.enable_x64(cfg.x64):
-        worlds, theory, final_Y, trace, gd_trace = run_sweep(cfg)
+        worlds, theory, final_Y, trace, gd_trace = run_sweep(cfg, mesh)
         rows = summarise(worlds, cfg.spec(), theory, final_Y, trace)
     write_csv(rows, out / "sweep.csv")
     for plot in (plot_distance, plot_amplitude):

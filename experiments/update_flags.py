@@ -19,7 +19,7 @@ import dataclasses
 from cfka_jax.parallel.mesh import parse_mesh
 from cfka_jax.runs.method import MethodOptions, method_options
 from cfka_jax.runs.methods import apply_update
-from cfka_jax.runs.specs import UPDATES
+from cfka_jax.runs.specs import UPDATES, check_update_options
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -59,16 +59,9 @@ def add_update_flags(ap: argparse.ArgumentParser) -> None:
 
 
 def check_update_flags(update: str, freeze_layers: int | None, lora_rank: int, mesh: str | None) -> None:
-    """Validates the flags before anything is loaded (ValueError naming the flag)."""
-    if update not in UPDATES:
-        raise ValueError(f"--update must be one of {UPDATES}, got {update!r}")
-    if freeze_layers is not None and (isinstance(freeze_layers, bool) or not isinstance(freeze_layers, int)
-                                      or freeze_layers < 0):
-        raise ValueError(f"--freeze-layers must be an integer >= 0, got {freeze_layers!r}")
-    if isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or lora_rank < 1:
-        raise ValueError(f"--lora-rank must be an integer >= 1, got {lora_rank!r}")
-    if freeze_layers is not None and update != "freeze":
-        raise ValueError(f"--freeze-layers applies to --update freeze only (got --update {update})")
+    """Validates the flags before anything is loaded (ValueError naming the flag): the one check of the update
+    options (``runs/specs.check_update_options``) and the mesh's spelling."""
+    check_update_options(update, freeze_layers, lora_rank)
     if mesh is not None:
         parse_mesh(mesh)
 
@@ -78,10 +71,42 @@ def frozen_blocks(model, freeze_layers: int | None) -> int:
     return model.cfg.num_hidden_layers // 2 if freeze_layers is None else freeze_layers
 
 
-def check_freeze_layers(model, freeze_layers: int | None) -> None:
-    """``--freeze-layers`` is at most the model's number of blocks (ValueError naming the flag)."""
-    if freeze_layers is not None and freeze_layers > model.cfg.num_hidden_layers:
-        raise ValueError(f"--freeze-layers {freeze_layers} exceeds the model's {model.cfg.num_hidden_layers} blocks")
+def model_config(path: str, flag: str = "--model", **kwargs):
+    """The port config of the local HF folder ``path`` from its ``config.json`` (the weight files' headers checked,
+    no tensor read): what the options are checked against before anything is written (``kwargs``:
+    ``models.config_from_hf``'s).
+
+    Raises:
+      FileNotFoundError / ValueError: no such folder or ``config.json``, or one no registered family reads; the
+        message names ``flag``.
+    """
+    from cfka_jax.models import config_from_hf
+    from cfka_jax.models.hub import CONFIG_FILE, open_tensors, read_config
+
+    try:
+        cfg = config_from_hf(read_config(path), **kwargs)
+        open_tensors(path)  # the weight files and their headers, no tensor read
+        return cfg
+    except OSError as err:
+        raise type(err)(f"{flag} {path}: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"{flag} {path}/{CONFIG_FILE}: {err}") from None
+
+
+def check_model_update(cfg: PretrainedRunFields, model_cfg, scan_layers: bool = False) -> None:
+    """The run's update options against the model's shape (``model_cfg``: its port config), before anything is
+    written: ``--freeze-layers`` below its blocks, LoRA / freezing only on looped blocks (ValueError naming both
+    options)."""
+    check_update_options(cfg.update, cfg.freeze_layers, cfg.lora_rank, blocks=model_cfg.num_hidden_layers,
+                         scan_layers=scan_layers, model=f"--model {getattr(cfg, 'model', '')}".strip())
+
+
+def run_mesh(text: str | None):
+    """The device mesh of ``--mesh`` (None without it), made before anything is written: a mesh larger than this
+    machine is refused naming ``--mesh`` (``parallel/mesh.mesh_of``)."""
+    from cfka_jax.parallel.mesh import mesh_of
+
+    return mesh_of(text)
 
 
 def updated_model(model, update: str, freeze_layers: int | None, lora_rank: int, seed: int):

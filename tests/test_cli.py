@@ -1,6 +1,7 @@
 """The ``cfka`` command line: every subcommand parses and dispatches to an importable entry point; bad values of
 every subcommand give one error line naming the option or path, exit status 2, and write nothing."""
 
+import collections
 import os
 
 import pytest
@@ -99,9 +100,14 @@ def test_boolean_flags_say_what_they_do(capsys):
     assert "(off by default)" in out and "(default: False)" not in out
 
 
-def test_corpus_cpt_and_knowedit_keep_their_flags():
+def test_corpus_cpt_and_knowedit_keep_their_flags(tmp_path, monkeypatch):
     from cfka_jax.experiments.corpus_cpt import CorpusCPTConfig
     from cfka_jax.experiments.knowedit import KnowEditRun
+
+    monkeypatch.chdir(tmp_path)  # the input options name files that exist
+    for name in ("a.txt", "b,c.txt", "q.csv", "a", "t.json", "m/config.json"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("")
 
     cc = cli.resolve("corpus-cpt")[0].parse(["--data", "a.txt", "b,c.txt", "--model", "m", "--out", "o", "--steps",
                                              "7", "--lr", "1e-4", "--remat", "--no-minhash", "--mc", "q.csv",
@@ -184,6 +190,7 @@ def test_sweep_flags_override_the_config_file_which_overrides_the_defaults(tmp_p
 
 
 MISSING = "/nonexistent/cfka-test"
+HERE = "<an existing folder>"  # the test puts one in its place (input options must name files that exist)
 BAD = [  # (argv, words the one error line must contain)
     (["pt", "--seed", "-1"], ["seed"]),
     (["pt", "--ckpt-every", "-2"], ["--ckpt-every", "-2"]),
@@ -191,7 +198,15 @@ BAD = [  # (argv, words the one error line must contain)
     (["cpt", "--alpha", "1.5"], ["alpha", "1.5"]),
     (["cpt", "--method", "replay-all", "--alpha", "0"], ["alpha"]),
     (["cpt", "--ewc-lambda", "-1"], ["ewc_lambda", "-1"]),
-    (["cpt", "--lora-rank", "0", "--update", "lora"], ["lora_rank"]),
+    (["cpt", "--lora-rank", "0", "--update", "lora"], ["--lora-rank", "0"]),
+    (["cpt", "--freeze-layers", "7"], ["--freeze-layers 7", "--update freeze", "--update full"]),
+    (["cpt", "--update", "freeze", "--freeze-layers", "2"], ["--freeze-layers 2", "2 blocks"]),
+    (["cpt", "--lora-rank", "4"], ["--lora-rank 4", "--update lora"]),
+    (["cpt", "--mesh", "data=64"], ["--mesh data=64", "64 devices"]),
+    (["stream", "--pt-dir", MISSING], ["--pt-dir", MISSING]),
+    (["geometry", "select", "--seeds", "-1"], ["--seeds", "-1"]),
+    (["geometry", "transmission", "--sft-lr", "nan"], ["--sft-lr", "nan"]),
+    (["geometry", "transmission", "--seeds", "one"], ["--seeds", "one"]),
     (["cpt", "--eval-every", "-5"], ["--eval-every", "-5"]),
     (["cpt", "--energy-tau", "0"], ["tau", "0"]),
     (["cpt", "--energy-normalize", "kept"], ["energy_tau"]),
@@ -200,21 +215,21 @@ BAD = [  # (argv, words the one error line must contain)
     (["cpt", "--method", "dropout"], ["--method", "dropout"]),
     (["proofs", "--only", "no_such_lemma"], ["--only", "no_such_lemma"]),
     (["proofs", "--extra", MISSING + ".py"], ["--extra", MISSING]),
-    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--steps", "-1"], ["steps", "-1"]),
-    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--lr", "inf"], ["--lr", "inf"]),
-    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--method", "stoc", "--alpha", "1"],
+    (["corpus-cpt", "--data", "c.txt", "--model", HERE, "--out", "o", "--steps", "-1"], ["steps", "-1"]),
+    (["corpus-cpt", "--data", "c.txt", "--model", HERE, "--out", "o", "--lr", "inf"], ["--lr", "inf"]),
+    (["corpus-cpt", "--data", "c.txt", "--model", HERE, "--out", "o", "--method", "stoc", "--alpha", "1"],
      ["--alpha"]),
-    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--heldout", "0"], ["--heldout"]),
+    (["corpus-cpt", "--data", "c.txt", "--model", HERE, "--out", "o", "--heldout", "0"], ["--heldout"]),
     (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o"], [MISSING]),
     (["corpus-cpt", "--model", MISSING, "--out", "o"], ["--data"]),
-    (["corpus-cpt", "--data", "c.txt", "--model", MISSING, "--out", "o", "--opt-state-dtype", "float16"],
+    (["corpus-cpt", "--data", "c.txt", "--model", HERE, "--out", "o", "--opt-state-dtype", "float16"],
      ["--opt-state-dtype", "float16"]),
-    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--alpha", "2"], ["alpha", "2"]),
-    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--steps", "0"], ["steps"]),
-    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--methods", "no_such_method"], ["--methods", "no_such_method"]),
+    (["knowedit", "--data", "t.json", "--model", HERE, "--out", "o", "--alpha", "2"], ["alpha", "2"]),
+    (["knowedit", "--data", "t.json", "--model", HERE, "--out", "o", "--steps", "0"], ["steps"]),
+    (["knowedit", "--data", "t.json", "--model", HERE, "--out", "o", "--methods", "no_such_method"], ["--methods", "no_such_method"]),
     (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o"], [MISSING]),
     (["knowedit", "--data", "t.json", "--out", "o"], ["--model"]),
-    (["knowedit", "--data", "t.json", "--model", MISSING, "--out", "o", "--mixing", "half"], ["--mixing", "half"]),
+    (["knowedit", "--data", "t.json", "--model", HERE, "--out", "o", "--mixing", "half"], ["--mixing", "half"]),
     (["stoc-table", "--preset", "smoke", "--alphas", "0.5,1.5"], ["alpha", "1.5"]),
     (["stoc-table", "--preset", "smoke", "--kinds", "stoc,gen"], ["kinds", "gen"]),
     (["stoc-table", "--alphas", "0.5,half"], ["--alphas", "half"]),
@@ -257,7 +272,11 @@ BAD = [  # (argv, words the one error line must contain)
 
 
 @pytest.mark.parametrize("argv, words", BAD, ids=[" ".join(a[:4]) for a, _ in BAD])
-def test_bad_values_give_one_error_line_and_exit_2(argv, words, tmp_path, capsys, monkeypatch):
+def test_bad_values_give_one_error_line_and_exit_2(argv, words, tmp_path, capsys, monkeypatch, tmp_path_factory):
+    inputs = tmp_path_factory.mktemp("inputs")
+    (inputs / "c.txt").write_text("a document\n")
+    argv = [{"c.txt": str(inputs / "c.txt"), "t.json": str(inputs / "c.txt"), HERE: str(inputs)}.get(a, a)
+            for a in argv]
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CFKA_TRACEBACK", raising=False)
     try:
@@ -300,3 +319,194 @@ def test_a_cfka_process_compiles_with_the_memory_scheduler(tmp_path):
                                text=True, env=env, check=True).stdout.split()[-1])
     upcast = 512 * 1536 * 4
     assert lean < 3 * upcast < 6 * upcast < plain, (lean, plain)
+
+
+# ------------------------------------------------ every command, every option kind: refused before --out is touched
+
+INPUT_PATHS = {  # (command, mode or subcommand, field): options naming an input; a missing one is refused naming it
+    ("corpus-cpt", "", "data"), ("corpus-cpt", "", "model"), ("corpus-cpt", "", "mc_original"),
+    ("corpus-cpt", "", "mc_dev"), ("knowedit", "", "data"), ("knowedit", "", "model"),
+    ("knowedit", "", "augmentation"), ("cpt", "", "pt_dir"), ("cpt", "", "token_weights"), ("stream", "", "pt_dir"),
+    ("sweep", "", "config"), ("proofs", "", "extra"), ("taalm", "real", "model"), ("taalm", "real", "phi_model"),
+    ("taalm", "real", "phi_train"), ("taalm", "real", "review"), ("taalm", "real", "lama_ckl"),
+    ("taalm", "biography", "pt_dir"),
+}
+SKIP = {("taalm", "synthetic", f) for f in ("biography", "lama_ckl", "temporalwiki")}  # they choose another study
+
+
+def _bases(w: dict, out: str, cache: str) -> dict:
+    """(command, mode) → a valid argv (``None`` below: the command's control run is too long for the default tests)."""
+    smoke = ["--preset", "smoke", "--out", out, "--cache-dir", cache, "--no-progress"]
+    return {
+        ("claims", ""): ([], None), ("proofs", ""): (["--out", out, "--only", "taylor"], None),
+        ("pt", ""): (smoke, True), ("cpt", ""): (smoke, True), ("stream", ""): ([*smoke, "--stages", "2"], True),
+        ("sweep", ""): (["--out", out, "--steps", "2", "--log-every", "1", "--seeds", "1", "--ks", "0", "--alphas",
+                         "0.5"], True),
+        ("di-attention", ""): (["--preset", "smoke", "--out", out, "--cache-dir", cache, "--seeds", "1"], True),
+        ("stoc-table", ""): ([*smoke, "--alphas", "0.5", "--kinds", "stoc"], True),
+        ("stoc-scale", ""): (["--sizes", "smoke", "--seeds", "0", "--out", out, "--cache-dir", cache], True),
+        ("corpus-cpt", ""): (["--data", str(w["corpus"]), "--model", str(w["model"]), "--out", out, "--preset",
+                              "smoke", "--no-progress"], True),
+        ("knowedit", ""): (["--data", str(w["knowedit"]), "--model", str(w["model"]), "--out", out, "--preset",
+                            "smoke", "--methods", "naive", "--no-progress"], True),
+        ("taalm", "synthetic"): (["--preset", "smoke", "--out", out, "--no-progress"], True),
+        ("taalm", "biography"): (["--biography", str(w["lama"]), "--preset", "smoke", "--out", out], None),
+        ("taalm", "real"): (["--lama-ckl", str(w["lama"]), "--model", str(w["model"]), "--out", out, "--methods",
+                             "Finetune", "--no-progress"], True),
+        **{("geometry", name): ([name, "--scale", "smoke", "--out", out], None)
+           for name in ("onestep", "coldstart", "attribution", "energy", "erosion", "crosslingual", "select",
+                        "transmission")},
+    }
+
+
+def _studies(command: str):
+    """(mode or subcommand, its Flags, the argv prefix that selects it) of a command."""
+    flags, _ = cli.resolve(command)
+    if hasattr(flags, "commands"):
+        return [(name, sub) for name, sub in flags.commands.commands.items()]
+    if hasattr(flags, "modes"):
+        return [(mode, sub) for mode, (_, sub) in flags.modes.items()]
+    return [("", flags)]
+
+
+def _fields(flags):
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(flags.config)
+    for f in dataclasses.fields(flags.config):
+        if f.name in flags.nested:
+            yield from _fields(flags.nested[f.name])
+        elif f.name not in flags.hidden and f.name not in flags.positional:
+            yield f.name, hints[f.name], flags
+
+
+def _bad_value(command: str, mode: str, name: str, tp, flags) -> tuple[str, str] | None:
+    """(kind, an invalid value) of an option, or None where no value of its type is invalid as such (a flag, a free
+    name, an output folder)."""
+    from cfka_jax import cli_gen
+
+    item, scalar = cli_gen._tuple_item(tp), cli_gen._scalar(tp)
+    if (command, mode, name) in INPUT_PATHS:
+        return "path", MISSING
+    if name in flags.choices:
+        return "choice", "no-such-choice"
+    if item in (int, float):
+        return f"{item.__name__}s", "0,-1" if item is int else "0.5,nan"
+    if scalar in (int, float):
+        return scalar.__name__, "-1" if scalar is int else "nan"
+    if name == "mesh":
+        return "mesh", "data=64"
+    return None
+
+
+def _spellings(flags, name: str) -> tuple[str, ...]:
+    main = "--" + flags.names.get(name, name).replace("_", "-")
+    return (main, *flags.aliases.get(name, ()))
+
+
+def _cases(kinds_once: bool):
+    cases = []
+    for command in sorted(cli.COMMANDS):
+        for mode, flags in _studies(command):
+            seen = set()
+            for name, tp, owner in _fields(flags):
+                bad = _bad_value(command, mode, name, tp, owner)
+                if bad is None or (command, mode, name) in SKIP or (kinds_once and (bad[0] in seen)):
+                    continue
+                seen.add(bad[0])
+                cases.append(pytest.param(command, mode, _spellings(owner, name), bad[1],
+                                          id=f"{command} {mode} {_spellings(owner, name)[0]} {bad[1]}".replace("  ", " ")))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from tests.reliability.inputs import write_world
+
+    return write_world(tmp_path_factory.mktemp("cli-world"))
+
+
+def _with(argv: list[str], spellings: tuple[str, ...], value: str) -> list[str]:
+    """``argv`` with the option (any of its spellings) set to ``value``: replaced where given, else appended."""
+    out, i, done = [], 0, False
+    while i < len(argv):
+        if argv[i] in spellings:
+            out += [argv[i], value]
+            i, done = i + 2, True
+            continue
+        out.append(argv[i])
+        i += 1
+    return out if done else [*out, spellings[0], value]
+
+
+def _refused(argv: list[str], root, capsys) -> str:
+    """Runs ``cfka argv`` under the tripwire of ``root``; asserts exit 2, one error line, nothing written."""
+    from tests.reliability.inputs import Wrote, snapshot, tripwire
+
+    before = snapshot(root)
+    try:
+        with tripwire(root):
+            code = cli.main(argv)
+    except SystemExit as exit_info:
+        code = exit_info.code
+    except Wrote as wrote:
+        pytest.fail(f"cfka {' '.join(argv)} was accepted: it started writing {wrote}")
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert snapshot(root) == before, "a refused command changed its folders"
+    return err.strip().splitlines()[-1]
+
+
+def _walk(command, mode, spellings, value, world, tmp_path, capsys, monkeypatch, user_file: bool = False):
+    """``cfka command <base> <option> <value>`` in an empty working folder (``--out`` absent, or, with ``user_file``,
+    an existing folder holding a file of the user's)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CFKA_TRACEBACK", raising=False)
+    out = tmp_path / "out"
+    if user_file:
+        out.mkdir()
+        (out / "notes.txt").write_bytes(b"the user's file\n")
+    argv, _ = _bases(world, str(out), str(tmp_path / "cache"))[command, mode]
+    argv = [command, *_with(argv, spellings, value)]
+    last = _refused(argv, tmp_path, capsys)
+    assert "error" in last, last
+    if user_file:
+        assert (out / "notes.txt").read_bytes() == b"the user's file\n" and os.listdir(out) == ["notes.txt"]
+    else:
+        assert any(s in last for s in spellings), (argv, last)
+        assert os.listdir(tmp_path) == [], "a rejected command wrote files"
+
+
+@pytest.mark.parametrize("command, mode, spellings, value", _cases(kinds_once=False))
+def test_every_command_refuses_a_bad_value_of_each_option_before_writing(command, mode, spellings, value, world,
+                                                                         tmp_path, capsys, monkeypatch):
+    """Each command (each study of ``cfka taalm``, each ``cfka geometry`` subcommand) × each option whose type
+    admits an invalid value (an integer, a number, a list of them, a choice, an input path, a mesh): exit 2, one line
+    naming the option, the working folder still empty (:func:`tests.reliability.inputs.tripwire` fails the test at
+    the first write, so an accepted value cannot start a run)."""
+    _walk(command, mode, spellings, value, world, tmp_path, capsys, monkeypatch)
+
+
+@pytest.mark.parametrize("command, mode, spellings, value",
+                         [c for c in _cases(kinds_once=True) if c.values[0] in ("corpus-cpt", "knowedit", "cpt", "stream",
+                                                                                "taalm", "sweep", "stoc-table", "pt")
+                          and c.values[3] != MISSING])
+def test_a_refused_command_leaves_an_existing_out_folder_byte_identical(command, mode, spellings, value, world,
+                                                                        tmp_path, capsys, monkeypatch):
+    """The same refusals (one option of each kind per command) with ``--out`` an existing folder holding a file of
+    the user's: the folder is byte-identical after."""
+    _walk(command, mode, spellings, value, world, tmp_path, capsys, monkeypatch, user_file=True)
+
+
+@pytest.mark.parametrize("command, mode", [k for k, (_, control) in _bases(collections.defaultdict(str), "", "").items()
+                                           if control])
+def test_every_walk_base_is_valid_and_reaches_its_first_write(command, mode, world, tmp_path, monkeypatch):
+    """The control of the walk: the base command line of each command is accepted and stops at its first write
+    (the tripwire), so what the walk refuses is the one bad value."""
+    from tests.reliability.inputs import Wrote, tripwire
+
+    monkeypatch.chdir(tmp_path)
+    argv, _ = _bases(world, str(tmp_path / "out"), str(tmp_path / "cache"))[command, mode]
+    with pytest.raises(Wrote), tripwire(tmp_path):
+        cli.main([command, *argv])

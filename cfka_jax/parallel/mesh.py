@@ -75,6 +75,22 @@ def make_mesh(cfg: MeshConfig, devices=None) -> jax.sharding.Mesh:
     return jax.make_mesh(cfg.shape, AXES, devices=devices, axis_types=auto)
 
 
+def mesh_of(text: str | None) -> jax.sharding.Mesh | None:
+    """The mesh of a ``--mesh`` value (None for None), made before a run writes anything: a mesh whose size is not
+    this machine's device count is refused naming ``--mesh``.
+
+    Raises:
+      ValueError: "--mesh <text>: ..." (``parse_mesh``, :func:`make_mesh`).
+    """
+    if text is None:
+        return None
+    cfg = parse_mesh(text)
+    try:
+        return make_mesh(cfg)
+    except ValueError as err:
+        raise ValueError(f"--mesh {text}: {err}") from None
+
+
 def initialize_distributed(coordinator: str | None = None, num_processes: int | None = None,
                            process_id: int | None = None) -> None:
     """Start multi-host JAX (``jax.distributed.initialize``) before any device is touched.

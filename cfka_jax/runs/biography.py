@@ -30,7 +30,7 @@ from cfka_jax.eval.em import em_prompts, exact_match_rate
 from cfka_jax.eval.fta import fta_evaluator
 from cfka_jax.eval.sets import combine
 from cfka_jax.models import family
-from cfka_jax.parallel.mesh import make_mesh, parse_mesh
+from cfka_jax.parallel.mesh import mesh_of
 from cfka_jax.runs import methods
 from cfka_jax.runs.engine import RunResult, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
@@ -50,7 +50,8 @@ def build_model(p: Preset, arch: str, vocab_size: int, seed: int, dtype: str = "
 
 
 def _mesh(text: str | None):
-    return None if text is None else make_mesh(parse_mesh(text))
+    """``--mesh``'s device mesh, made before a run writes anything (a mesh larger than the machine is refused)."""
+    return mesh_of(text)
 
 
 def _data(p: Preset, cache_dir: str, data: DataBundle | None) -> DataBundle:
@@ -84,6 +85,7 @@ def pretrain(spec: PTSpec, data: DataBundle | None = None) -> RunResult:
     """Runs (or resumes) PT and returns its result; the final parameters are exported to ``<out>/params``."""
     p, folder = spec.scale, RunFolder(spec.out)
     folder.check(spec, p)
+    mesh = _mesh(spec.mesh)
     bundle = _data(p, spec.cache_dir, data)
     folder.start(spec, p)
     model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
@@ -91,7 +93,7 @@ def pretrain(spec: PTSpec, data: DataBundle | None = None) -> RunResult:
                            batch_size=p.pt.batch, seed=spec.seed, doc_mask=bundle.config.doc_mask)
     factory = _fta_factory(bundle, {"Train": "pt_train", "Original": "pt_test"}, spec.dtype, p.eval_batch)
     run = train_lm(model, batcher, opt=p.pt.optim(), loop=p.pt.loop(progress=spec.progress), folder=folder,
-                   evaluate_factory=factory, compute_dtype=DTYPES[spec.dtype], mesh=_mesh(spec.mesh))
+                   evaluate_factory=factory, compute_dtype=DTYPES[spec.dtype], mesh=mesh)
     em = _em(run, bundle, {"Original": "pt_test"}, p, spec.seed, spec.dtype)
     folder.save_params(run.params, run.step)
     return finish_run(folder, factory(run.graphdef, run.rest), run,
@@ -147,6 +149,7 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
         raise ValueError("a loss_fn was given and the spec names a token objective (token_weights / energy_tau / "
                          "a method's token loss such as rho1)")
     folder.check(spec, p)
+    mesh = _mesh(spec.mesh)
     bundle = _data(p, spec.cache_dir, data)
     objective, add_weights = methods.token_objective(spec, len(bundle.tokenizer), bundle.tokenizer)
     model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
@@ -174,7 +177,7 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     run = train_lm(model, lambda t: add_weights(batcher(t)), opt=opt,
                    loop=p.cpt.loop(progress=spec.progress), folder=folder, evaluate_factory=factory,
                    penalty=penalty, penalty_args=penalty_args, loss_fn=loss_fn or objective,
-                   trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=_mesh(spec.mesh),
+                   trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=mesh,
                    optimizer=methods.optimizer_core(method, opt))
     em = _em(run, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, spec.seed, spec.dtype)
     return finish_run(folder, factory(run.graphdef, run.rest), run,

@@ -59,11 +59,11 @@ from cfka_jax.data.io import iter_jsonl
 from cfka_jax.data.lama_ckl import read_lama_ckl, schematic_probe
 from cfka_jax.data.temporalwiki import read_ta_rows
 from cfka_jax.eval.knowledge_probes import ckl_summary
-from cfka_jax.parallel.mesh import make_mesh, parse_mesh
+from cfka_jax.parallel.mesh import mesh_of, parse_mesh
 from cfka_jax.parallel.rules import batch_sharding, place, tree_shardings
 from cfka_jax.provenance import KEY, check_made_from, tokenizer_fingerprint
 from cfka_jax.runs.method import Method, resolve_each
-from cfka_jax.runs.specs import DTYPES, UPDATES
+from cfka_jax.runs.specs import DTYPES, UPDATES, check_update_options
 from cfka_jax.train.checkpoint import CheckpointDir
 
 LAMA_FILES = {"to_learn": "variant.jsonl", "not_to_forget": "invariant_descriptive.jsonl"}
@@ -178,7 +178,8 @@ def slug(name: str) -> str:
 
 
 def check_folder(spec: RealCKLSpec) -> pathlib.Path:
-    """Write ``out/config.json``; refuse a folder made with other settings (the method list may change)."""
+    """``--out``, checked and left as it is: a folder made with other settings (the method list may change) is
+    refused. :func:`start_folder` writes its ``config.json`` once every input is resolved."""
     out = pathlib.Path(spec.out)
     new = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(spec).items() if k not in _RESUMABLE}))
     path = out / "config.json"
@@ -188,7 +189,16 @@ def check_folder(spec: RealCKLSpec) -> pathlib.Path:
         if diff:
             raise ValueError(f"--out {out} holds a run made with other settings ({', '.join(diff)}); use another "
                              f"--out")
-    write_json(path, dataclasses.asdict(spec))
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"--out {out} is not an empty folder and holds no run config.json; refusing to write a "
+                         f"run into it")
+    return out
+
+
+def start_folder(spec: RealCKLSpec) -> pathlib.Path:
+    """Write ``out/config.json`` (after :func:`check_folder` and every input check)."""
+    out = pathlib.Path(spec.out)
+    write_json(out / "config.json", dataclasses.asdict(spec))
     return out
 
 
@@ -224,6 +234,13 @@ def phi_body(spec: RealCKLSpec, theta_model, tok):
     return body
 
 
+def check_theta(spec: RealCKLSpec, model) -> None:
+    """The update options against θ's shape, before anything is written (``runs/specs.check_update_options``:
+    ``--freeze-layers`` below its blocks; the K-Adapter and LoRA methods need looped blocks)."""
+    check_update_options(spec.update, spec.freeze_layers, spec.lora_rank, blocks=model.cfg.num_hidden_layers,
+                         scan_layers=bool(getattr(model.cfg, "scan_layers", False)), model=f"--model {spec.model}")
+
+
 def theta_for(base, method: Method, spec: RealCKLSpec) -> Theta:
     """θ0 of ``method`` under ``spec.update`` (module docstring)."""
     if method.update == "kadapter" or spec.update == "lora":
@@ -232,9 +249,8 @@ def theta_for(base, method: Method, spec: RealCKLSpec) -> Theta:
     if spec.update == "full":
         trainable = nnx.Param
     else:
+        check_theta(spec, model)
         n = model.cfg.num_hidden_layers // 2 if spec.freeze_layers is None else spec.freeze_layers
-        if n > model.cfg.num_hidden_layers:
-            raise ValueError(f"--freeze-layers {n} exceeds the model's {model.cfg.num_hidden_layers} blocks")
         trainable = peft.trainable_filter(model, num_frozen_blocks=n, freeze_embeddings=True, lora=False)
     graphdef, train, frozen, rest = nnx.split(model, trainable, nnx.Param, ...)
     return Theta(make_logits_fn(graphdef, rest), train, frozen)
@@ -251,7 +267,7 @@ class Placement:
     def of(cls, spec: RealCKLSpec) -> "Placement":
         if spec.mesh is None:
             return cls()
-        mesh = make_mesh(parse_mesh(spec.mesh))
+        mesh = mesh_of(spec.mesh)
         width = mesh.shape["data"] * mesh.shape["fsdp"]
         if spec.ckl.batch_size % width:
             raise ValueError(f"--batch-size {spec.ckl.batch_size} is not a multiple of the {width} batch shards of "
@@ -311,28 +327,50 @@ class PhiHandle:
         return doc_weights(self.weights_fn, self.train, self.frozen, enc, batch_size=16)
 
 
-def phi_stage(out: pathlib.Path, spec: RealCKLSpec, theta_model, tok) -> PhiHandle | None:
-    """φ for the TAALM methods: ``out/phi`` when saved, else meta-trained on ``spec.phi_train`` (module docstring)."""
+@dataclasses.dataclass(frozen=True)
+class PhiInputs:
+    """What φ is made from, resolved before anything is written (:func:`phi_inputs`): a saved φ in ``out/phi``
+    (checked against θ's tokenizer), or φ's body and meta-training pairs."""
+
+    saved: bool
+    body: object = None
+    pairs: PairSet | None = None
+
+
+def phi_inputs(out: pathlib.Path, spec: RealCKLSpec, theta_model, tok) -> PhiInputs | None:
+    """φ's inputs, checked and read, writing nothing: a φ saved in ``out/phi`` must record θ's tokenizer (before any
+    parameter is read); otherwise ``--phi-model`` must share θ's tokenizer and ``--phi-train`` is read."""
     if not spec.needs_phi:
         return None
     folder = out / "phi"
-    phi_cfg = PhiConfig(lora=spec.lora)
-    made_from = {"tokenizer": tokenizer_fingerprint(tok)}
     if (folder / "phi.json").exists():
         meta = jsonio.read_json_object(folder / "phi.json", "a φ record (JSON object)")
-        check_made_from(meta.get(KEY), made_from, flag="--out", folder=folder)  # before any parameter is read
+        check_made_from(meta.get(KEY), {"tokenizer": tokenizer_fingerprint(tok)}, flag="--out", folder=folder)
+        return PhiInputs(saved=True)
+    body = phi_body(spec, theta_model, tok)
+    return PhiInputs(False, body, read_pairs(spec.phi_train, tok, max_length=spec.max_length, limit=spec.limit))
+
+
+def phi_stage(out: pathlib.Path, spec: RealCKLSpec, theta_model, tok, inputs: PhiInputs | None) -> PhiHandle | None:
+    """φ for the TAALM methods: ``out/phi`` when saved, else meta-trained on the pairs of ``inputs`` (module
+    docstring)."""
+    if inputs is None:
+        return None
+    folder = out / "phi"
+    phi_cfg = PhiConfig(lora=spec.lora)
+    if inputs.saved:
         phi, phi_cfg, _ = load_phi(folder)
     else:
-        body = phi_body(spec, theta_model, tok)
-        pairs = read_pairs(spec.phi_train, tok, max_length=spec.max_length, limit=spec.limit)
-        setup = meta_setup(theta_model, phi_cfg, spec.lora, phi_body=body)
+        pairs = inputs.pairs
+        setup = meta_setup(theta_model, phi_cfg, spec.lora, phi_body=inputs.body)
         t0 = time.perf_counter()
         res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, spec.metatrain, progress=spec.progress)
         phi = merged_phi(setup, res.phi)
         write_json(out / "metatrain.json", {"best_step": res.best_step, "wall_s": time.perf_counter() - t0,
                                             "pairs": len(pairs.d), "empty_object_masks": pairs.t.empty,
                                             "history": res.history, "validation": res.validation})
-        save_phi(folder, phi, phi_cfg, step=res.best_step, extra={"pairs": len(pairs.d)}, made_from=made_from)
+        save_phi(folder, phi, phi_cfg, step=res.best_step, extra={"pairs": len(pairs.d)},
+                 made_from={"tokenizer": tokenizer_fingerprint(tok)})
     pg, train, frozen, rest = split_trainable(phi, phi_trainable(phi, lora=phi_cfg.lora is not None))
     return PhiHandle(make_weights_fn(pg, rest), train, frozen)
 
@@ -383,11 +421,14 @@ def resumable_lama(folder: pathlib.Path, trainer: Trainer, stream: Stream, probe
 
 def run_lama(spec: RealCKLSpec) -> dict:
     """Every method of ``spec`` on the LAMA-CKL folder; returns {method: {"history", "summary"}} (module docstring)."""
-    out = check_folder(spec)
+    out = check_folder(spec)  # every input is resolved before --out is written
     where = Placement.of(spec)
     data = read_lama_dir(spec)
     model, tok = load_lm(spec.model, spec.dtype)
-    handle = phi_stage(out, spec, model, tok)
+    check_theta(spec, model)
+    phi = phi_inputs(out, spec, model, tok)
+    start_folder(spec)
+    handle = phi_stage(out, spec, model, tok, phi)
     tl, nf = data["to_learn"], data["not_to_forget"]
     stream = stream_of(tok, [r.evidence for r in tl], [r.object for r in tl], handle, spec.max_length)
     review = stream_of(tok, [r.evidence for r in nf], [r.object for r in nf], handle, spec.max_length)

@@ -168,6 +168,14 @@ def check_run_options(loss_chunk: int | None, final_checkpoint: str, guard: str 
         raise ValueError(f"--final-checkpoint must be one of {FINAL_CHECKPOINTS}, got {final_checkpoint!r}")
 
 
+def check_loss_chunk(loss_chunk: int | None, method, flag: str = "--method") -> None:
+    """Before anything is written: ``--loss-chunk`` computes the plain next-token NLL only, so a method whose token
+    loss is another (RHO-1's excess loss reads the full logits) is refused naming both options."""
+    if loss_chunk is not None and method.token_loss != "nll":
+        raise ValueError(f"--loss-chunk computes the plain next-token NLL; {flag} {method.name!r} trains with the "
+                         f"{method.token_loss} token loss, which needs the full logits (drop --loss-chunk)")
+
+
 def with_loss_chunk(loss_fn, chunk: int | None):
     """``loss_fn``, or for ``chunk`` the same mean next-token NLL computed in chunks of ``chunk`` predicting rows
     from the final hidden states (``train/step.chunked_token_nll_loss``; equal to the full-logits NLL up to float

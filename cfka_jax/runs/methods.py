@@ -38,7 +38,7 @@ from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.runs.method import Method
 from cfka_jax.runs.presets import Preset
 from cfka_jax.runs.replay import ensure_replay, replay_made_from, synthetic_replay_config
-from cfka_jax.runs.specs import UPDATES, CPTSpec
+from cfka_jax.runs.specs import CPTSpec, check_update_options
 from cfka_jax.train.optim import OptimConfig
 from cfka_jax.train.step import make_eval_logits, token_nll_loss
 
@@ -124,16 +124,15 @@ def apply_update(model, update: str, *, freeze_layers: int, lora_rank: int, seed
       (§4.6; adapter dropout 0 because the step keeps no RNG state across steps), adapters seeded by ``seed``.
 
     Raises:
-      ValueError: an unknown mode, or ``freeze_layers`` outside ``[0, number of blocks]``.
+      ValueError: an unknown mode, ``freeze_layers`` outside ``[0, number of blocks)``, or freezing / LoRA on a
+        scanned model (``specs.check_update_options``; recipes call it before anything is written).
     """
-    if update not in UPDATES:
-        raise ValueError(f"--update must be one of {UPDATES}, got {update!r}")
+    check_update_options(update, freeze_layers if update == "freeze" else None,
+                         lora_rank if update == "lora" else None, blocks=model.cfg.num_hidden_layers,
+                         scan_layers=bool(getattr(model.cfg, "scan_layers", False)))
     if update == "full":
         return model, None
     if update == "freeze":
-        blocks = model.cfg.num_hidden_layers
-        if not 0 <= freeze_layers <= blocks:
-            raise ValueError(f"--freeze-layers must be in [0, {blocks}] (the model's blocks), got {freeze_layers}")
         filt = peft.trainable_filter(model, num_frozen_blocks=freeze_layers, freeze_embeddings=True)
     else:
         model = peft.apply_lora(model, peft.LoRAConfig(rank=lora_rank, alpha=2.0 * lora_rank, dropout=0.0),

@@ -35,6 +35,36 @@ def _positive(name: str, value, allow_none: bool = True, minimum: int = 1) -> No
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
+def check_update_options(update: str, freeze_layers: int | None, lora_rank: int | None, *, blocks: int | None = None,
+                         scan_layers: bool = False, model: str = "the model") -> None:
+    """The one check of the update-mode options of every recipe (Biography, corpus, KnowEdit, LAMA-CKL /
+    TemporalWiki), run before anything is loaded or written: ``--freeze-layers`` only with ``--update freeze``,
+    ``--lora-rank`` >= 1 and, once the model's shape is known (``blocks``, ``scan_layers``), at least one block left
+    to train (``freeze_layers`` None: half of the blocks) and LoRA / freezing only on looped blocks.
+
+    Raises:
+      ValueError: naming both options of a combination that cannot apply.
+    """
+    if update not in UPDATES:
+        raise ValueError(f"--update must be one of {UPDATES}, got {update!r}")
+    if freeze_layers is not None:
+        if isinstance(freeze_layers, bool) or not isinstance(freeze_layers, int) or freeze_layers < 0:
+            raise ValueError(f"--freeze-layers must be an integer >= 0, got {freeze_layers!r}")
+        if update != "freeze":
+            raise ValueError(f"--freeze-layers {freeze_layers} applies to --update freeze only, got --update {update} "
+                             "(add --update freeze or drop --freeze-layers)")
+    if lora_rank is not None and (isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or lora_rank < 1):
+        raise ValueError(f"--lora-rank must be an integer >= 1, got {lora_rank!r}")
+    if blocks is not None and update == "freeze":
+        frozen = blocks // 2 if freeze_layers is None else freeze_layers
+        if frozen >= blocks:
+            raise ValueError(f"--freeze-layers {frozen} with --update freeze leaves none of the {blocks} blocks of "
+                             f"{model} to train; give --freeze-layers below {blocks}")
+    if scan_layers and update in ("freeze", "lora"):
+        raise ValueError(f"--update {update} needs the blocks of {model} as separate modules; --scan-layers stacks "
+                         "them into one (drop --scan-layers, or use --update full)")
+
+
 @dataclasses.dataclass(frozen=True)
 class PTSpec:
     """A pre-training run on the PT population (``ckpt_every``: checkpoint interval, default the preset's;
@@ -124,8 +154,18 @@ class CPTSpec:
         if self.ewc_fisher not in ("code", "per_example"):
             raise ValueError(f"ewc_fisher must be 'code' or 'per_example', got {self.ewc_fisher!r}")
         _positive("ewc_batches", self.ewc_batches, allow_none=False)
-        _positive("freeze_layers", self.freeze_layers, minimum=0)
-        _positive("lora_rank", self.lora_rank)
+        model = BIOGRAPHY[self.preset].model
+        check_update_options(self.update, self.freeze_layers, self.lora_rank,
+                             blocks=model.layers if model is not None else None,
+                             model=f"preset {self.preset!r}")
+        if self.update == "freeze" and self.freeze_layers is None and model is not None \
+                and BIOGRAPHY[self.preset].freeze_layers >= model.layers:
+            raise ValueError(f"--update freeze: preset {self.preset!r} freezes {BIOGRAPHY[self.preset].freeze_layers} "
+                             f"of its model's {model.layers} blocks, leaving none to train; give --freeze-layers "
+                             f"below {model.layers}")
+        if self.lora_rank is not None and self.update != "lora":
+            raise ValueError(f"--lora-rank {self.lora_rank} applies to --update lora only, got --update {self.update} "
+                             "(add --update lora or drop --lora-rank)")
         _positive("eval_every", self.eval_every, minimum=0)
         try:
             self.resolved  # noqa: B018 (resolves the method: unknown or unavailable components fail here)

@@ -279,8 +279,25 @@ def _pt(spec: StreamSpec, bundle: DataBundle, model):
     return params
 
 
+def check_stream(spec: StreamSpec) -> None:
+    """Before anything is built or written: an explicit ``pt_dir`` holds a finished PT run (a typo never starts a
+    new PT run; without ``pt_dir`` one is trained in ``<out>/pt-<preset>-<arch>``), and each stage folder in
+    ``out`` is empty or holds that stage of this stream.
+
+    Raises:
+      RunFolderError: naming ``--pt-dir`` or ``--out`` and the folder.
+    """
+    if spec.pt_dir is not None and RunFolder(spec.pt_folder).final() is None:
+        raise RunFolderError(f"--pt-dir {spec.pt_dir} holds no finished PT run (no final.json); train it with `cfka pt "
+                             f"--preset {spec.preset} --arch {spec.arch} --out {spec.pt_dir}`, or omit --pt-dir to "
+                             f"train one in {pathlib.Path(spec.out) / f'pt-{spec.preset}-{spec.arch}'}")
+    for stage in range(1, spec.stages + 1):
+        _stage_folder(spec, stage).check(StageRun(spec, stage, spec.method(stage)), spec.scale)
+
+
 def run_stream(spec: StreamSpec, data: DataBundle | None = None, *, tracker: Tracker | None = None) -> StreamResult:
-    """Runs (or resumes) the stream and writes ``<out>/stream.json`` (module docstring)."""
+    """Runs (or resumes) the stream and writes ``<out>/stream.json`` (module docstring); :func:`check_stream` first."""
+    check_stream(spec)
     p = spec.scale
     bundle = bio._data(p, spec.cache_dir, data)
     tasks = stage_tasks(bundle, spec.stages)

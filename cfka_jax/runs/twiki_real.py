@@ -31,8 +31,8 @@ from cfka_jax.continual.ckl_methods import mix_review
 from cfka_jax.data.ckl_encode import encode
 from cfka_jax.data.io import iter_jsonl
 from cfka_jax.data.temporalwiki import PERIODS, PROBE_PERIODS, read_diffset_csv, read_probes
-from cfka_jax.runs.ckl_real import (Placement, RealCKLSpec, _read_list, check_folder, load_lm, phi_stage, slug,
-                                    stream_of, theta_for, write_json)
+from cfka_jax.runs.ckl_real import (Placement, RealCKLSpec, _read_list, check_folder, check_theta, load_lm,
+                                    phi_inputs, phi_stage, slug, start_folder, stream_of, theta_for, write_json)
 from cfka_jax.train.checkpoint import CheckpointDir
 
 
@@ -120,23 +120,31 @@ def run_twiki(spec: RealCKLSpec) -> dict:
     """Every method of ``spec`` on the TemporalWiki folder; returns {method: [per-period records]}."""
     _check_methods(spec)
     files = twiki_files(spec.temporalwiki)
-    out = check_folder(spec)
+    out = check_folder(spec)  # every input is resolved before --out is written
     where = Placement.of(spec)
     model, tok = load_lm(spec.model, spec.dtype)
-    handle = phi_stage(out, spec, model, tok)
-    periods = []
-    for f in files:
-        texts = read_texts(f["stream"])[:spec.max_docs] if spec.max_docs else read_texts(f["stream"])
-        if not texts:
+    check_theta(spec, model)
+    phi = phi_inputs(out, spec, model, tok)
+    texts_of, probes_of = {}, {}
+    for f in files:  # every file is read (a malformed line named) before anything is written
+        texts_of[f["name"]] = read_texts(f["stream"])[:spec.max_docs] if spec.max_docs else read_texts(f["stream"])
+        if not texts_of[f["name"]]:
             raise ValueError(f"{f['stream']}: no documents after the filter")
-        probe = {}
         for kind in ("changed", "unchanged"):
             rows = read_probes(f[kind])[:spec.limit] if spec.limit else read_probes(f[kind])
-            probe[kind] = encode(tok, [r.text() for r in rows], [r.object for r in rows], max_length=1 << 30)
-        periods.append({"name": f["name"], "stream": stream_of(tok, texts, None, handle, spec.max_length), **probe})
-    review = None
+            probes_of[f["name"], kind] = rows
+    review_texts = None
     if spec.review is not None and any(mix_review(m) for m in spec.resolved):
-        review = stream_of(tok, read_texts(spec.review), None, handle, spec.max_length)
+        review_texts = read_texts(spec.review)
+    start_folder(spec)
+    handle = phi_stage(out, spec, model, tok, phi)
+    periods = []
+    for f in files:
+        probe = {kind: encode(tok, [r.text() for r in rows], [r.object for r in rows], max_length=1 << 30)
+                 for kind in ("changed", "unchanged") for rows in [probes_of[f["name"], kind]]}
+        periods.append({"name": f["name"], "stream": stream_of(tok, texts_of[f["name"]], None, handle,
+                                                               spec.max_length), **probe})
+    review = None if review_texts is None else stream_of(tok, review_texts, None, handle, spec.max_length)
     results = {}
     for name, method in zip(spec.methods, spec.resolved):
         path = out / "twiki" / f"{slug(name)}.json"

@@ -155,7 +155,7 @@ def test_update_flags_refused(world):
         with pytest.raises(ValueError):
             cc.CorpusCPTConfig(**(base | kw))
     out = world / "refused"
-    with pytest.raises(ValueError, match="--freeze-layers 5 exceeds"):
+    with pytest.raises(ValueError, match="--freeze-layers 5 with --update freeze leaves none of the 1 blocks"):
         cc.run(cc.CorpusCPTConfig(data=(str(world / "corpus"),), model=str(world / "model"), out=str(out),
                                   preset="smoke", update="freeze", freeze_layers=5, progress=False))
     assert not out.exists()  # refused before anything is written

@@ -79,7 +79,13 @@ def test_cpt_update_modes(pt_run, update):
 def test_shipped_presets_and_configs_parse():
     for name in BIOGRAPHY:
         PTSpec(preset=name)
-        CPTSpec(preset=name, method="replay-all", alpha=0.9, update="freeze")
+        p = BIOGRAPHY[name]
+        if p.freeze_layers < p.model.layers:
+            CPTSpec(preset=name, method="replay-all", alpha=0.9, update="freeze")
+        else:  # a 1-block world: freezing its one block leaves nothing to train
+            with pytest.raises(ValueError, match="leaving none to train"):
+                CPTSpec(preset=name, method="replay-all", alpha=0.9, update="freeze")
+            CPTSpec(preset=name, method="replay-all", alpha=0.9, update="freeze", freeze_layers=0)
     with pytest.raises(ValueError):
         CPTSpec(method="replay-all", alpha=1.0)
     with pytest.raises(ValueError):
