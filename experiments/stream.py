@@ -19,11 +19,10 @@ import pathlib
 
 import numpy as np
 
-from cfka_jax import jsonio
 from cfka_jax.cli_gen import Flags
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.specs import ARCHS
-from cfka_jax.runs.stream import GPM_EMBEDDINGS, METRICS, STREAM_METHODS, StreamSpec, check_stream, run_stream
+from cfka_jax.runs.stream import GPM_EMBEDDINGS, METRICS, STREAM_METHODS, StreamSpec, check_stream, read_summary, run_stream
 from cfka_jax.train.optim import DECAYS, REWARM
 from cfka_jax.train.tracking import Tracker, TrackingConfig
 
@@ -117,8 +116,7 @@ def main(spec: StreamSpec, tracking: TrackingConfig = TrackingConfig()) -> dict:
     finally:
         tracker.close()
     out = pathlib.Path(spec.out)
-    summary = jsonio.read_json_object(out / "stream.json", "a stream summary (JSON object)")
-    jsonio.require_keys(summary, ("tasks",), str(out / "stream.json"))
+    summary = read_summary(out / "stream.json")
     (out / "matrix.md").write_text(matrix_markdown(result.matrix, summary["tasks"], spec.metric))
     title = f"{','.join(spec.methods)} α={spec.alpha} {spec.rewarm} seed {spec.seed}: {spec.metric}"
     plot_matrix(result.matrix, summary["tasks"], spec.metric, out / "matrix.png", title)

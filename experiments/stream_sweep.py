@@ -20,7 +20,7 @@ import pathlib
 import numpy as np
 
 from cfka_jax import jsonio
-from cfka_jax.runs.stream import StreamSpec
+from cfka_jax.runs.stream import StreamSpec, read_summary
 
 CONFIGS = {
     "naive-rewarm": dict(methods=("naive",), rewarm="rewarm"),
@@ -122,11 +122,15 @@ def _read(root: pathlib.Path) -> dict[str, list[dict]]:
     """Configuration name → its seeds' measures: ``final_T0`` and every column (None where undefined)."""
     rows: dict[str, list[dict]] = {}
     for f in sorted(root.glob("*-seed*/stream.json")):
-        summary = jsonio.read_json_object(f, "a stream summary (JSON object)")
+        summary = read_summary(f)  # every key used below, checked (file and key named)
         rows.setdefault(f.parent.name.rsplit("-seed", 1)[0], []).append(
             {"final_T0": summary["matrix"][-1][0], **{c: summary[c] for c in COLUMNS}})
     for f in sorted(root.glob(f"{RETRAIN}-seed*/retrain.json")):
         summary = jsonio.read_json_object(f, "a re-train summary (JSON object)")
+        jsonio.require_keys(summary, ("final_T0", "avg_acc"), str(f))
+        problems = jsonio.field_problems(summary, {"final_T0": float, "avg_acc": float})
+        if problems:
+            raise ValueError(f"{f}: key " + "; key ".join(problems))
         rows.setdefault(RETRAIN, []).append({"final_T0": summary["final_T0"], "avg_acc": summary["avg_acc"],
                                              **{c: None for c in COLUMNS if c != "avg_acc"}})
     return rows

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import pathlib
 
 import jax
@@ -277,6 +278,32 @@ def _pt(spec: StreamSpec, bundle: DataBundle, model):
         raise RunFolderError(f"PT parameters in {folder.params_dir} are at step {step}, expected "
                              f"{spec.scale.pt.steps}")
     return params
+
+
+SUMMARY_FIELDS = {"tasks": list[str], "matrix": list[list[float]], "avg_acc": float, "bwt": float | None,
+                  "bwt_pt": float, "fwt": float | None, "avg_forgetting": float, "fuar": float | None,
+                  "plasticity": float, "stability": float | None}
+"""The keys of ``stream.json`` its readers use, with their JSON types (``eval/cl_metrics.stream_metrics``)."""
+
+
+def read_summary(path: str | os.PathLike) -> dict:
+    """A stream's ``stream.json``, checked: an object with :data:`SUMMARY_FIELDS` of their types, a square
+    (T + 1) × (T + 1) accuracy matrix and one task name per row.
+
+    Raises:
+      ValueError: naming the file and the line (invalid JSON) or the key (a missing or malformed entry).
+    """
+    summary = jsonio.read_json_object(path, "a stream summary (JSON object)")
+    jsonio.require_keys(summary, tuple(SUMMARY_FIELDS), str(path))
+    problems = jsonio.field_problems(summary, SUMMARY_FIELDS)
+    if problems:
+        raise ValueError(f"{path}: key " + "; key ".join(problems))
+    rows = summary["matrix"]
+    if not rows or any(len(r) != len(rows) for r in rows) or len(summary["tasks"]) != len(rows):
+        raise ValueError(f"{path}: key 'matrix' must be a square (T + 1) x (T + 1) list with one row per entry of "
+                         f"'tasks' ({len(summary['tasks'])}), got {len(rows)} rows of lengths "
+                         f"{sorted({len(r) for r in rows})}")
+    return summary
 
 
 def check_stream(spec: StreamSpec) -> None:

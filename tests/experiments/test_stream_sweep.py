@@ -3,6 +3,8 @@
 import json
 import types
 
+import pytest
+
 from cfka_jax.experiments import stream_sweep as sweep
 
 
@@ -18,7 +20,8 @@ def test_table_means_over_seeds(tmp_path):
     for seed, bwt in ((0, -0.1), (1, -0.3)):
         d = tmp_path / f"gpm-rewarm-seed{seed}"
         d.mkdir()
-        row = {c: 0.5 for c in sweep.COLUMNS} | {"bwt": bwt, "fuar": None, "matrix": [[0.8, 0.1], [0.4, 0.6]]}
+        row = {c: 0.5 for c in sweep.COLUMNS} | {"bwt": bwt, "fuar": None, "matrix": [[0.8, 0.1], [0.4, 0.6]],
+                                                 "tasks": ["PT", "stage 1"]}
         (d / "stream.json").write_text(json.dumps(row))
     text = sweep.table(tmp_path)
     assert "| gpm-rewarm | 2 | 40.0 (40.0–40.0) |" in text and "-20.0 (-30.0–-10.0)" in text and "n.d." in text
@@ -38,7 +41,8 @@ def test_table_has_the_retrain_row_and_the_grid(tmp_path):
     for name, t0 in (("naive-rewarm", 0.2), ("replay50-peak0.003", 0.6)):
         d = tmp_path / f"{name}-seed0"
         d.mkdir()
-        (d / "stream.json").write_text(json.dumps({c: 0.1 for c in sweep.COLUMNS} | {"matrix": [[0.8], [t0]]}))
+        (d / "stream.json").write_text(json.dumps({c: 0.1 for c in sweep.COLUMNS} | {
+            "matrix": [[0.8, 0.1], [t0, 0.5]], "tasks": ["PT", "stage 1"]}))
     d = tmp_path / "retrain-seed0"
     d.mkdir()
     (d / "retrain.json").write_text(json.dumps({"final_T0": 0.9, "avg_acc": 0.7, "row": [0.9, 0.7]}))
@@ -46,3 +50,18 @@ def test_table_has_the_retrain_row_and_the_grid(tmp_path):
     assert "| retrain | 1 | 90.0 | 70.0 | n.d. |" in text
     grid = text.split("final Original (T0), replay share")[1]
     assert "| 0 % | n.d. | n.d. | 20.0 | n.d. |" in grid and "| 50 % | n.d. | n.d. | n.d. | 60.0 |" in grid
+
+
+def test_a_malformed_stream_summary_is_named_with_its_key(tmp_path):
+    d = tmp_path / "naive-rewarm-seed0"
+    d.mkdir()
+    good = {c: 0.1 for c in sweep.COLUMNS} | {"matrix": [[0.8, 0.1], [0.2, 0.5]], "tasks": ["PT", "stage 1"]}
+    for bad, words in (({"matrix": [[0.8], [0.2]]}, "'matrix' must be a square"), ({"bwt": "low"}, "key bwt"),
+                       ({"tasks": None}, "key tasks"), ({"avg_acc": float("nan")}, "key avg_acc")):
+        (d / "stream.json").write_text(json.dumps(good | bad))
+        with pytest.raises(ValueError, match=words) as err:
+            sweep.table(tmp_path)
+        assert str(d / "stream.json") in str(err.value) and "\n" not in str(err.value)
+    (d / "stream.json").write_text(json.dumps({k: v for k, v in good.items() if k != "fuar"}))
+    with pytest.raises(ValueError, match="missing key.*'fuar'"):
+        sweep.table(tmp_path)
