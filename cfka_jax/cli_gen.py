@@ -15,6 +15,9 @@ What tyro derives from the class, and what :class:`Flags` adds:
   progress bars (on by default; this flag turns it off)``, ``--remat ... (off by default)``) rather than tyro's
   "(default: True)"; a help that names its own default (``"(default: the preset's)"``) gets no second one;
   ``aliases`` keeps an older spelling (``--skip-legacy``);
+* an ``int`` field (or ``int | None``, or the items of a ``tuple[int, ...]``) takes an integer >= 0 and a ``float``
+  field a finite number (:func:`number`; no option of the project takes a negative integer, NaN or ±inf): a value
+  outside is a parse error naming the option, exit 2; the config's ``__post_init__`` narrows the range;
 * ``parsers`` gives a field a converter of its one token (``values.float_arg(lo=0.0)``, ``values.floats_arg``,
   ``int_arg``): a value it rejects (``ValueError``, ``argparse.ArgumentTypeError``) is a parse error naming the
   option, exit 2, before anything runs;
