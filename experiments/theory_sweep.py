@@ -92,7 +92,7 @@ def read_config_file(path: str) -> dict:
         "false"`` is rejected, not read as true; every α must lie in (0, 1] and every k be >= 0.
     """
     if not pathlib.Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such sweep config file")
+        raise FileNotFoundError(f"--config {path}: no such sweep config file")
     if path.endswith(".toml"):
         fields = jsonio.read_toml(path)
     else:
@@ -144,7 +144,7 @@ def _replay_kinds() -> tuple[str, ...]:
 
 FLAGS = Flags(Config, prog="cfka sweep", description=__doc__.split("\n\n")[0],
               choices={"replay": _replay_kinds, "start": lambda: ("pt", "optimum")},
-              names={"num_seeds": "seeds", "eta_y": "eta"}, hidden=("x64",), inputs=("config",),
+              names={"num_seeds": "seeds", "eta_y": "eta"}, hidden=("x64",),
               parsers={"ks": floats_arg(lo=0.0), "alphas": floats_arg(lo=0.0, lo_open=True, hi=1.0),
                        "eta_y": float_arg(lo=0.0, lo_open=True), "smoothing": float_arg()},
               layered=("config", lambda path: read_config_file(path)),

@@ -85,8 +85,9 @@ def test_stoc_smoke_run_writes_metrics_and_resumes(world, tmp_path):
 
 def test_configs_and_flags_parse(world):
     world, _ = world
-    base = ["--data", "c.txt", "--model", "m", "--out", "o"]
-    cfg = cc.config_from_args(base + ["--steps", "7", "--seq-len", "32", "--lr", "1e-4", "--mc", "q.csv",
+    mc = str(world / "elementary_mathematics_test.csv")  # input options name files that exist (Flags.inputs)
+    base = ["--data", str(world / "corpus"), "--model", str(world / "model"), "--out", "o"]
+    cfg = cc.config_from_args(base + ["--steps", "7", "--seq-len", "32", "--lr", "1e-4", "--mc", mc,
                                       "--domain-subjects", "law"])
     assert cfg.scale.cpt.steps == 7 and cfg.scale.seq_len == 32 and cfg.scale.cpt.peak_lr == 1e-4
     assert cfg.scale.cpt.batch == SCALES["paper"].cpt.batch and cfg.domain_subjects == ("law",)

@@ -14,6 +14,15 @@ CC = ["--data", "corpus", "--model", "model", "--out", "run"]
 KE = ["--data", "test.json", "--model", "model", "--out", "run"]
 
 
+@pytest.fixture(autouse=True)
+def _inputs(tmp_path, monkeypatch):
+    """The input options name files and folders that exist (``cli_gen.Flags.inputs`` checks them as it parses)."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("corpus", "model"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "test.json").write_text("[]")
+
+
 def test_corpus_cpt_flags_parse_and_default_to_the_old_behaviour():
     cfg = cc.config_from_args(CC)
     assert (cfg.loss_chunk, cfg.final_checkpoint) == (None, "full")

@@ -236,7 +236,7 @@ def test_a_missing_input_file_is_refused_as_it_is_parsed_naming_the_option(world
     base = ["corpus-cpt", "--data", str(world["corpus"]), "--model", str(world["model"]), "--out", str(here / "o")]
     for argv, option in [([*base, "--mc-dev", MISSING], "--mc-dev"),
                          (["knowedit", "--data", MISSING, "--model", str(world["model"]), "--out", "o"], "--data"),
-                         (["sweep", "--config", MISSING], "--config"),
                          (["taalm", "--biography", MISSING, "--preset", "smoke"], "--pt-dir")]:
         last = refused(argv, here, capsys)
         assert f"{option} {MISSING}: no such file or folder" in last, last
+    assert f"--config {MISSING}: no such sweep config file" in refused(["sweep", "--config", MISSING], here, capsys)
