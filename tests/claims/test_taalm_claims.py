@@ -131,3 +131,15 @@ def test_twiki_three_seeds_need_every_seed_and_period():
     mixed[2][1] = 5.7
     j = rule(twiki_record(mixed, base))
     assert j.verdict == "not reproduced" and "8 of 9 (seed, period) pairs" in j.reason
+
+
+@pytest.mark.parametrize("plus, alone, verdict", [
+    ([0.2889, 0.3667], [0.3111, 0.4111], "not reproduced"),  # -1 and -2 facts: the one-fact pair has no sign
+    ([0.2667, 0.3667], [0.3111, 0.4111], "refuted"),         # -2 facts on both seeds
+    ([0.3111, 0.3333], [0.3000, 0.3111], "not reproduced"),  # apart by range, but the mean is within one fact
+])
+def test_one_fact_is_no_margin_on_several_seeds_either(plus, alone, verdict):
+    j = taalm.lama(("TAALM + RecAdam", "TAALM", "top_acc"))(lama_record({"TAALM + RecAdam": plus, "TAALM": alone}))
+    assert j.verdict == verdict, j.reason
+    if plus[0] == 0.3111:
+        assert "within one fact (0.022), on the mean of 2 seeds" in j.reason
