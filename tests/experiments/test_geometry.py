@@ -37,10 +37,12 @@ def test_subcommands_parse_into_frozen_configs(tmp_path):
     assert cfg.topk == 8 and cfg.out == "runs/geometry/crosslingual-smoke"
     _, cfg = geometry.configs(["select", "--fraction", "0.1", "--seeds", "5"])
     assert cfg.fraction == 0.1 and cfg.seeds == (5,)
-    for bad in (["erosion", "--taus", "inf"], ["crosslingual", "--topk", "0"], ["coldstart", "--steps", "-1"],
-                ["select", "--fraction", "0"]):
+    for bad in (["erosion", "--taus", "inf"], ["crosslingual", "--topk", "0"], ["select", "--fraction", "0"]):
         with pytest.raises(ValueError):
             geometry.configs(bad)
+    with pytest.raises(SystemExit) as info:  # an integer option below 0: refused as it is parsed, exit 2
+        geometry.configs(["coldstart", "--steps", "-1"])
+    assert info.value.code == 2
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.scale = "small"
     with pytest.raises(SystemExit):
