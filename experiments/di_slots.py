@@ -16,7 +16,6 @@ import argparse
 import pathlib
 import sys
 
-import numpy as np
 
 from cfka_jax import jsonio
 from cfka_jax.lm_theory import biography as bio

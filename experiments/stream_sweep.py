@@ -14,7 +14,6 @@ PT run; each configuration × seed is a resumable ``cfka stream`` folder ``<root
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import pathlib
 
 import numpy as np

@@ -15,7 +15,6 @@ predicted old/new-fact probability, distance to the convergence point, probe-col
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 import sys
 import typing
