@@ -83,6 +83,31 @@ def check_common(cfg: Any, sizes: Iterable[str]) -> None:
         raise ValueError(f"dtype must be float32 or bfloat16, got {cfg.dtype}")
 
 
+class LlamaShape:
+    """The derived sizes of a config with Llama's fields (``num_key_value_heads`` optional, ``head_dim`` optional,
+    one ``attention_bias`` for q/k/v and o): Llama and OLMo / OLMo-2 share them (properties, not fields)."""
+
+    @property
+    def kv_heads(self) -> int:
+        """K: ``num_key_value_heads``, or N when absent."""
+        return self.num_attention_heads if self.num_key_value_heads is None else self.num_key_value_heads
+
+    @property
+    def head_size(self) -> int:
+        """H: explicit ``head_dim`` or D / N."""
+        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
+
+    @property
+    def qkv_bias(self) -> bool:
+        """Bias on q/k/v: ``attention_bias``."""
+        return self.attention_bias
+
+    @property
+    def o_bias(self) -> bool:
+        """Bias on o_proj: ``attention_bias``."""
+        return self.attention_bias
+
+
 def check_gqa(cfg: Any) -> None:
     """The checks of the rotary GQA / SwiGLU decoder (``models/gqa.py``): N a multiple of K = ``cfg.kv_heads``,
     D divisible by N unless ``head_dim`` is explicit, H = ``cfg.head_size`` even and positive (rotate-half RoPE),

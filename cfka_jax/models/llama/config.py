@@ -46,7 +46,7 @@ class Llama3Scaling:
 
 
 @dataclasses.dataclass(frozen=True)
-class LlamaConfig(hf_fields.PortFields):
+class LlamaConfig(hf_fields.LlamaShape, hf_fields.PortFields):
     """Llama hyperparameters; field names follow HF ``config.json``.
 
     ``num_key_value_heads=None`` means K = N (multi-head attention, as HF reads an older Llama-2 config without
@@ -80,26 +80,6 @@ class LlamaConfig(hf_fields.PortFields):
         hf_fields.check_gqa(self)
         if self.rope_scaling is not None and not isinstance(self.rope_scaling, Llama3Scaling):
             raise ValueError(f"rope_scaling must be None or a Llama3Scaling, got {self.rope_scaling!r}")
-
-    @property
-    def kv_heads(self) -> int:
-        """K: ``num_key_value_heads``, or N when absent."""
-        return self.num_attention_heads if self.num_key_value_heads is None else self.num_key_value_heads
-
-    @property
-    def head_size(self) -> int:
-        """H: explicit ``head_dim`` or D / N."""
-        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
-
-    @property
-    def qkv_bias(self) -> bool:
-        """Bias on q/k/v: ``attention_bias``."""
-        return self.attention_bias
-
-    @property
-    def o_bias(self) -> bool:
-        """Bias on o_proj: ``attention_bias``."""
-        return self.attention_bias
 
     @property
     def qk_norm(self) -> bool:

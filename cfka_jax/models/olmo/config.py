@@ -23,7 +23,7 @@ _FIXED = {"attention_dropout": (float, 0.0)}
 
 
 @dataclasses.dataclass(frozen=True)
-class OlmoFields(hf_fields.PortFields):
+class OlmoFields(hf_fields.LlamaShape, hf_fields.PortFields):
     """The ``config.json`` fields OLMo and OLMo-2 share; field names and defaults follow HF ``OlmoConfig``.
 
     ``num_key_value_heads=None`` means K = N (HF fills it in the same way); ``head_dim=None`` means D / N.
@@ -55,26 +55,6 @@ class OlmoFields(hf_fields.PortFields):
     def __post_init__(self):
         super().__post_init__()
         hf_fields.check_gqa(self)
-
-    @property
-    def kv_heads(self) -> int:
-        """K: ``num_key_value_heads``, or N when absent."""
-        return self.num_attention_heads if self.num_key_value_heads is None else self.num_key_value_heads
-
-    @property
-    def head_size(self) -> int:
-        """H: explicit ``head_dim`` or D / N."""
-        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
-
-    @property
-    def qkv_bias(self) -> bool:
-        """Bias on q/k/v: ``attention_bias``."""
-        return self.attention_bias
-
-    @property
-    def o_bias(self) -> bool:
-        """Bias on o_proj: ``attention_bias``."""
-        return self.attention_bias
 
     @property
     def mlp_bias(self) -> bool:
