@@ -442,20 +442,9 @@ def _with(argv: list[str], spellings: tuple[str, ...], value: str) -> list[str]:
 
 def _refused(argv: list[str], root, capsys) -> str:
     """Runs ``cfka argv`` under the tripwire of ``root``; asserts exit 2, one error line, nothing written."""
-    from tests.reliability.inputs import Wrote, snapshot, tripwire
+    from tests.reliability.inputs import refused
 
-    before = snapshot(root)
-    try:
-        with tripwire(root):
-            code = cli.main(argv)
-    except SystemExit as exit_info:
-        code = exit_info.code
-    except Wrote as wrote:
-        pytest.fail(f"cfka {' '.join(argv)} was accepted: it started writing {wrote}")
-    err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err, err
-    assert snapshot(root) == before, "a refused command changed its folders"
-    return err.strip().splitlines()[-1]
+    return refused(argv, root, capsys)
 
 
 def _walk(command, mode, spellings, value, world, tmp_path, capsys, monkeypatch, user_file: bool = False):

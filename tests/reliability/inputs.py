@@ -104,3 +104,23 @@ def snapshot(root: pathlib.Path) -> dict[str, bytes | None]:
     """Every file (bytes) and folder (None) under ``root``, by relative path."""
     root = pathlib.Path(root)
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def refused(argv: list[str], root, capsys) -> str:
+    """``cfka argv`` under the tripwire of ``root``: exit 2, no traceback, ``root`` unchanged; the error line."""
+    import pytest
+
+    from cfka_jax import cli
+
+    before = snapshot(root)
+    try:
+        with tripwire(root):
+            code = cli.main(argv)
+    except SystemExit as exit_info:
+        code = exit_info.code
+    except Wrote as wrote:
+        pytest.fail(f"cfka {' '.join(argv)} was accepted: it started writing {wrote}")
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert snapshot(root) == before, "a refused command changed its folders"
+    return err.strip().splitlines()[-1]

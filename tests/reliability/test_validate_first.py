@@ -12,7 +12,7 @@ import os
 import pytest
 
 from cfka_jax import cli
-from tests.reliability.inputs import BLOCKS, Wrote, snapshot, tripwire, write_world
+from tests.reliability.inputs import BLOCKS, Wrote, refused, tripwire, write_world
 
 MISSING = "/nonexistent/cfka-validate"
 
@@ -20,22 +20,6 @@ MISSING = "/nonexistent/cfka-validate"
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     return write_world(tmp_path_factory.mktemp("validate-first"))
-
-
-def refused(argv: list[str], root, capsys) -> str:
-    """``cfka argv`` under the tripwire of ``root``: exit 2, no traceback, ``root`` unchanged; the error line."""
-    before = snapshot(root)
-    try:
-        with tripwire(root):
-            code = cli.main(argv)
-    except SystemExit as exit_info:
-        code = exit_info.code
-    except Wrote as wrote:
-        pytest.fail(f"cfka {' '.join(argv)} was accepted: it started writing {wrote}")
-    err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err, err
-    assert snapshot(root) == before, "a refused command changed its folders"
-    return err.strip().splitlines()[-1]
 
 
 def reaches_a_write(argv: list[str], root) -> str:
