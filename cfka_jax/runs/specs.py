@@ -111,6 +111,8 @@ class CPTSpec:
     default ``<out>/../replay-<replay kind><switch tag>[-seed<seed>]``, built when absent) at new-data fraction
     ``alpha``; ``rho_k`` is RHO-1's kept fraction (None: 0.6). ``pt_dir`` None means
     ``<out>/../pt-<preset>-<arch>``, trained first when absent; an explicit ``pt_dir`` must hold a finished PT run.
+    ``lr`` / ``min_lr`` / ``warmup`` replace the preset's CPT peak and floor learning rates and warm-up steps
+    (None: the preset's).
     """
 
     preset: str = "smoke"
@@ -139,6 +141,9 @@ class CPTSpec:
     energy_normalize: str | None = None
     bpe_vocab: int | None = None
     rho_k: float | None = None
+    lr: float | None = None
+    min_lr: float | None = None
+    warmup: int | None = None
 
     def __post_init__(self):
         PTSpec(preset=self.preset, arch=self.arch, seed=self.seed, dtype=self.dtype, ckpt_every=self.ckpt_every,
@@ -167,6 +172,7 @@ class CPTSpec:
             raise ValueError(f"--lora-rank {self.lora_rank} applies to --update lora only, got --update {self.update} "
                              "(add --update lora or drop --lora-rank)")
         _positive("eval_every", self.eval_every, minimum=0)
+        self._check_schedule()
         try:
             self.resolved  # noqa: B018 (resolves the method: unknown or unavailable components fail here)
         except ValueError as e:
@@ -174,6 +180,20 @@ class CPTSpec:
         if self.uses_alpha and not 0.0 < self.alpha < 1.0:
             raise ValueError(f"replay needs 0 < alpha < 1, got {self.alpha}")
         self._check_objective()
+
+    def _check_schedule(self) -> None:
+        """``lr`` / ``min_lr`` (finite, >= 0) and ``warmup`` (an integer >= 0) replace the preset's CPT schedule
+        numbers; the schedule they make must be valid (0 <= min_lr <= lr, warmup <= steps)."""
+        for name in ("lr", "min_lr"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value < 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        _positive("warmup", self.warmup, minimum=0)
+        try:
+            self.scale  # noqa: B018 (the preset's CPT schedule with these numbers, re-validated)
+        except ValueError as e:
+            raise ValueError(f"lr / min_lr / warmup: {e}") from None
 
     def _check_objective(self) -> None:
         """One token objective per run: plain NLL, φ-weighted TWPPL (``token_weights``) or energy masking."""
@@ -202,9 +222,11 @@ class CPTSpec:
 
     @property
     def scale(self) -> Preset:
-        """The preset with this run's overrides (evaluation and checkpoint intervals of the CPT phase)."""
+        """The preset with this run's overrides (evaluation and checkpoint intervals, learning rates and warm-up of
+        the CPT phase)."""
         changes = {k: v for k, v in (("cpt.eval_every", self.eval_every), ("cpt.ckpt_every", self.ckpt_every),
-                                     ("bpe_vocab", self.bpe_vocab)) if v is not None}
+                                     ("bpe_vocab", self.bpe_vocab), ("cpt.peak_lr", self.lr),
+                                     ("cpt.min_lr", self.min_lr), ("cpt.warmup", self.warmup)) if v is not None}
         return override(BIOGRAPHY[self.preset], changes)
 
     @property
