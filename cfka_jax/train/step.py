@@ -28,12 +28,13 @@ Every trainer of the package is this builder with a different hook (one program 
 Finite guard: if the loss, the gradient norm, any updated parameter or any optimiser-state leaf is not finite, the
 step returns the *previous* state unchanged with ``finite = False``; the caller (``train/loop.run_loop``) stops
 and the last good state (and checkpoint) survive. Keeping the previous state while the new one is checked costs
-one state-sized temporary (``guard="state"``, the default: 12 B per trained parameter with AdamW, the largest
-temporary of a full-update step). ``guard="gradient"`` decides from the loss and the gradient norm alone and runs
-the update under ``lax.cond``, in place in the donated buffers: a non-finite loss or gradient still returns the
-previous state unchanged, and an update that turns a finite gradient into non-finite parameters (an infinite
-learning rate; AdamW's update of a finite gradient is bounded) is still reported ``finite = False``, but the
-returned state is then the non-finite one (the loop stops and writes nothing of it).
+one state-sized temporary (``guard="state"``: 12 B per trained parameter with AdamW, the largest temporary of a
+full-update step). ``guard="gradient"`` rolls back the same cases with no second copy: it first evaluates the
+update only inside finiteness reductions (``all_finite(update(...))``, fused by XLA into the optimiser arithmetic,
+nothing state-sized stored), then runs the update under ``lax.cond`` in place in the donated buffers. A non-finite
+loss, gradient, or update of a finite gradient (an infinite learning rate) returns the previous state unchanged
+under either guard, and on finite steps the two give bit-identical states; the cost of ``"gradient"`` is the
+optimiser's elementwise arithmetic twice.
 """
 
 from __future__ import annotations
@@ -244,6 +245,12 @@ def trainable_value_and_grad(objective: Callable, trainable) -> Callable:
     return value_and_grad
 
 
+def _update_finite(update, grads, opt_state, params) -> jax.Array:
+    """True iff ``update(grads, opt_state, params)`` gives finite parameters and a finite optimiser state."""
+    new_params, new_opt_state = update(grads, opt_state, params)
+    return all_finite(new_params) & all_finite(new_opt_state)
+
+
 def _pure_step(value_and_grad, update, guard: str = "state"):
     """The unjitted step: gradient, update, finite guard (module docstring)."""
     if guard not in GUARDS:
@@ -264,8 +271,12 @@ def _pure_step(value_and_grad, update, guard: str = "state"):
             new = updated(None)
             finite = inputs_ok & all_finite(new[0]) & all_finite(new[1])
             return _select(finite, new, state), {**metrics, "grad_norm": gnorm, "finite": finite}
-        new = jax.lax.cond(inputs_ok, updated, lambda _: state, None)
-        finite = inputs_ok & all_finite(new[0]) & all_finite(new[1])
+        # "gradient": decide first, then update in place. The update is evaluated twice: here only inside
+        # finiteness reductions (XLA fuses the elementwise optimiser arithmetic into them, so no new state is
+        # materialised), then under lax.cond in the donated buffers when it is finite.
+        finite = jax.lax.cond(inputs_ok, lambda _: _update_finite(update, grads, opt_state0, params0),
+                              lambda _: jnp.asarray(False), None)
+        new = jax.lax.cond(finite, updated, lambda _: state, None)
         return new, {**metrics, "grad_norm": gnorm, "finite": finite}
 
     return step

@@ -1,5 +1,6 @@
 """``guard="gradient"``: the update under ``lax.cond`` in the donated buffers (no second copy of the state), the
-same numbers as the default guard, a non-finite loss keeps the state, a non-finite update is reported."""
+same numbers as the default guard, and the same rollback: a non-finite loss, gradient or update keeps the
+previous state."""
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +29,7 @@ def test_gradient_guard_equals_state_guard_on_finite_steps():
     jax.tree.map(np.testing.assert_array_equal, a, b)
 
 
-def test_gradient_guard_keeps_the_state_on_a_non_finite_loss_and_reports_a_non_finite_update():
+def test_gradient_guard_keeps_the_state_on_a_non_finite_loss_and_on_a_non_finite_update():
     graphdef, params, rest = split(tiny_model())
     tx = make_optimizer(CFG)
     step = make_train_step(graphdef, rest, tx, guard="gradient",
@@ -38,12 +39,13 @@ def test_gradient_guard_keeps_the_state_on_a_non_finite_loss_and_reports_a_non_f
     state, metrics = step(state, batch(0))
     assert not bool(metrics["finite"]) and int(state.step) == 0
     jax.tree.map(np.testing.assert_array_equal, state.params, before)
-    # an update that is NaN from a finite gradient: reported, and the state is then the new (non-finite) one
+    # an update that is NaN from a finite gradient: reported, and rolled back (the state is the previous one)
     nan_tx = optax.GradientTransformation(lambda p: optax.EmptyState(),
                                           lambda g, s, p=None: (jax.tree.map(lambda x: x * jnp.nan, g), s))
     step = make_train_step(graphdef, rest, nan_tx, guard="gradient")
     state, metrics = step(init_state(params, nan_tx), batch(0))
-    assert np.isfinite(float(metrics["grad_norm"])) and not bool(metrics["finite"]) and int(state.step) == 1
+    assert np.isfinite(float(metrics["grad_norm"])) and not bool(metrics["finite"]) and int(state.step) == 0
+    jax.tree.map(np.testing.assert_array_equal, state.params, before)
     with pytest.raises(ValueError, match="guard"):
         make_train_step(graphdef, rest, tx, guard="none")
 
