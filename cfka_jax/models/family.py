@@ -28,7 +28,7 @@ import numpy as np
 from cfka_jax import values
 
 BUILTIN = ("cfka_jax.models.pythia", "cfka_jax.models.qwen", "cfka_jax.models.llama", "cfka_jax.models.olmo",
-           "cfka_jax.models.olmo2")
+           "cfka_jax.models.olmo2", "cfka_jax.models.qwen3_5")
 """Modules whose ``FAMILY`` is registered on the first lookup."""
 
 NORMS = ("layernorm", "rmsnorm", "nonparametric_layernorm")
