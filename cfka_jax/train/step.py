@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from cfka_jax.train.accumulate import accumulated, check_accumulate
 from cfka_jax.train.losses import chunked_masked_mean_nll, masked_mean_nll, tiled_masked_mean_nll
 from cfka_jax.train.optim import masked_tx
 
@@ -80,6 +81,9 @@ def token_nll_loss(logits_BSV: jax.Array, batch: dict) -> tuple[jax.Array, jax.A
     return masked_mean_nll(logits_BSV, batch["tokens"], batch["target_mask"])
 
 
+token_nll_loss.mean_over = "targets"  # a mean over target tokens: accumulation weights micro-batches by them
+
+
 VOCAB_TILE = 8192
 """Columns of the head's weight one tile of :func:`chunked_token_nll_loss` holds (a ``[chunk, 8192]`` float32
 block of logits is 8 MiB at 256 rows)."""
@@ -110,6 +114,7 @@ def chunked_token_nll_loss(chunk: int, vocab_tile: int = VOCAB_TILE) -> LossFn:
 
     loss.on_hidden = True
     loss.chunk = chunk
+    loss.mean_over = "targets"
     return loss
 
 
@@ -300,7 +305,7 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, 
                     state_sharding=None, objective: Callable | None = None, value_and_grad: Callable | None = None,
                     update: Callable | None = None, trainable=None,
                     transform: optax.GradientTransformation | None = None, ensemble: str | None = None,
-                    shared_batch: bool = False, guard: str = "state"):
+                    shared_batch: bool = False, guard: str = "state", accumulate: int = 1):
     """Builds ``step(state, *inputs) -> (state, metrics)``, jitted once, state buffers donated.
 
     Args:
@@ -327,6 +332,11 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, 
         kernels, and a step compiled as a loop body, accumulate and fuse differently). shared_batch: every member
         reads the same inputs (no E axis on them).
       guard: ``"state"`` or ``"gradient"`` (module docstring: the second holds no second copy of the state).
+      accumulate: split the first input (the batch) into this many micro-batches and run one optimiser update on
+        their combined gradient (``train/accumulate.py``: a ``lax.scan``, one micro-batch's activations in
+        memory). The language-model objective weights them by their target tokens when ``loss_fn.mean_over`` is
+        ``"targets"`` (the default NLL, equal to the large batch to float32 rounding), else equally (a mean over
+        rows, e.g. TWPPL); a custom ``objective`` / ``value_and_grad`` is weighted equally.
 
     Metrics: the objective's (``loss``, ``penalty``, ``targets`` for the default), ``grad_norm`` (of the full
     gradient) and ``finite`` (module docstring).
@@ -334,6 +344,9 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, 
     if objective is not None and (penalty is not None or compute_dtype is not None):
         raise ValueError("penalty and compute_dtype belong to the language-model objective; fold them into the "
                          "objective you pass")
+    check_accumulate(accumulate)
+    weight_key = ("targets" if objective is None and value_and_grad is None
+                  and getattr(loss_fn, "mean_over", None) == "targets" else None)
     if value_and_grad is None:
         if objective is None:
             objective = lm_objective(graphdef, rest, loss_fn=loss_fn, penalty=penalty, compute_dtype=compute_dtype)
@@ -348,7 +361,7 @@ def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, 
         update = optax_update(tx)
     elif transform is not None or trainable is not None:
         raise ValueError("trainable / transform change an optax tx; with a custom update, apply them in it")
-    step = _pure_step(value_and_grad, update, guard)
+    step = _pure_step(accumulated(value_and_grad, accumulate, weight_key=weight_key), update, guard)
     if ensemble is not None:
         step = _over_members(jax.jit(step), ensemble, shared_batch)
     out = None if state_sharding is None else (state_sharding, None)
