@@ -40,6 +40,8 @@ COMMANDS = {
     "sweep": ("cfka_jax.experiments.theory_sweep", "continual-theory sweep over EWC strength × α × seeds"),
     "di-attention": ("cfka_jax.experiments.di_attention",
                      "Diversity Index vs the attention of trained ports (softmax or linear), seed ensembles"),
+    "di-walk": ("cfka_jax.experiments.di_walk",
+                "where the Diversity Index law breaks: the theory model, ports on its world, step by step to Biography"),
     "stream": ("cfka_jax.experiments.stream",
                "a continual task stream (PT + T CPT stages): accuracy matrix, BWT/FWT/forgetting/FUAR, heat map"),
     "report": ("cfka_jax.experiments.report", "gather run folders into one markdown table and overlaid plots"),

@@ -80,10 +80,10 @@ def _optimiser(cell: Cell):
     return optax.adamw(cell.lr, weight_decay=cell.wd)
 
 
-def train(cell: Cell, world: FactWorld, steps: int):
-    """Full-batch training of one cell; returns the final (Y, Z) and the posterior KL."""
+def train(cell: Cell, world: FactWorld, steps: int, seed: int = 0):
+    """Full-batch training of one cell from the init of ``seed``; returns the final (Y, Z) and the posterior KL."""
     tokens, targets = full_batch(world)
-    key = jax.random.key(0)
+    key = jax.random.key(seed)
     if cell.raw:
         params = init_raw(key, world.vocab_size, width=world.vocab_size, head_dim=world.vocab_size, scale=cell.init)
         loss = lambda p: raw_loss(p, tokens, targets, world.objects)  # noqa: E731
