@@ -74,7 +74,10 @@ HELP = {  # the help of fields whose docstring is a class-level paragraph
     "vocab": "the attribution vocabulary", "taus": "energy thresholds, e.g. inf,1.8,1.5,1.0",
     "normalize": "energy masking: divide by all supervised tokens or by the kept ones",
     "topk": "prediction_topk of the topk_unique vocabulary", "fraction": "fraction of the pool kept",
-    "seeds": "seeds, e.g. 0,1,2 (empty: the scale's)", "cache_dir": "where generated worlds and packs are cached",
+    "seeds": "seeds, e.g. 0,1,2 (empty: the scale's; seed 0 into --out where a scale has none)",
+    "record": "write the produced record results/token-force/NAME.json as seeds finish (attribution, energy, "
+    "coldstart)", "results": "the folder of the result records (with --record)",
+    "cache_dir": "where generated worlds and packs are cached",
     "resets": "resets swept, e.g. none,readout", "sft_lr": "AdamW learning rate of the plasticity fine-tunes",
     "world": "biography: Biography PT/CPT; ood: long CPT on a fact domain, out-of-domain probe tasks",
 }
@@ -108,7 +111,7 @@ def _flags(name: str) -> Flags:
     help_ = {**HELP, **({"lr": LR_HELP[name]} if name in LR_HELP else {})}
     pick = lambda d: {k: v for k, v in d.items() if k in fields}  # noqa: E731
     return Flags(cls, prog=f"cfka geometry {name}", description=SUBCOMMANDS[name][2], choices=pick(choices),
-                 parsers=pick(parsers), help=pick(help_), metavars={"out": "DIR"})
+                 parsers=pick(parsers), help=pick(help_), metavars=pick({"out": "DIR", "record": "NAME", "results": "DIR"}))
 
 
 def _worlds() -> tuple[str, ...]:

@@ -61,15 +61,18 @@ def scale(name: str) -> Scale:
     return SCALES[name]
 
 
-def base_model(s: Scale, arch: str = "qwen", vocab_size: int | None = None):
+def base_model(s: Scale, arch: str = "qwen", vocab_size: int | None = None, seed: int = 0):
     """(task, base model fitted on the pretraining classes, its loss curve). ``vocab_size`` (≥ the task's) gives
-    the model more embedding/head rows than the task uses (a real model's vocabulary, for benchmarks)."""
-    task = make_task(s.task)
+    the model more embedding/head rows than the task uses (a real model's vocabulary, for benchmarks). ``seed``
+    draws the task (templates, rules, examples), the model's initialisation and the fit's batch order (seed 0 is
+    the scale's own task and model)."""
+    task = make_task(dataclasses.replace(s.task, seed=seed))
     if vocab_size is not None and vocab_size < s.task.vocab_size:
         raise ValueError(f"vocab_size {vocab_size} is below the task's {s.task.vocab_size} ids")
-    model_cfg = dataclasses.replace(s.model, arch=arch)
+    model_cfg = dataclasses.replace(s.model, arch=arch, seed=seed)
     batch = min(32, len(task.pretrain_tokens))
-    model, losses = fit(model_cfg.build(vocab_size or s.task.vocab_size), task, steps=s.pretrain_steps, batch_size=batch)
+    model, losses = fit(model_cfg.build(vocab_size or s.task.vocab_size), task, steps=s.pretrain_steps,
+                        batch_size=batch, seed=seed)
     return task, model, losses
 
 

@@ -11,6 +11,13 @@ examples' template tokens) change after the first step (collision) and after SFT
 
 Writes ``energy.json`` / ``energy.md``, ``energy_histogram.png`` (E of the new task's supervised tokens under the
 base model, with the figure bands 0.8 / 1.8 and the masked regions E ≥ τ) and ``energy_hist.json``.
+
+``--seeds 0,1,2`` repeats it with the task, the model and every fit drawn from each seed (into ``<out>/seed<k>``,
+resumable), and ``--record NAME`` writes the produced record ``token-force/NAME`` as seeds finish: per seed one
+``base`` row and one row per τ (``plain`` for τ = ∞, else ``masked``), with ``collision`` (old-format NLL change after
+step 1) and ``old_nll_delta`` (after SFT) (``geometry_record``)::
+
+    cfka geometry energy --scale small --seeds 0,1,2 --out runs/geometry/energy-s3 --record energy_all
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from cfka_jax.geometry.energy import EnergyMaskConfig, histogram, make_energy_lo
 from cfka_jax.geometry.force import BANDS, energy
 from cfka_jax.geometry.synthetic import fit, template_mask
 from cfka_jax.train.losses import masked_mean_nll
+from cfka_jax.experiments import geometry_record
 from cfka_jax.experiments.geometry_common import (
     base_model,
     markdown_table,
@@ -46,10 +54,15 @@ class EnergyConfig:
     normalize: str = "all"
     lr: float = 1e-3
     out: str = "runs/geometry/energy"
+    seeds: tuple[int, ...] = ()
+    record: str | None = None
+    results: str = "results"
 
     def __post_init__(self):
         for tau in self.taus:
             EnergyMaskConfig(tau=tau, normalize=self.normalize)
+        geometry_record.check_seeds(self.seeds)
+        geometry_record.check_record_name(self.record)
 
 
 def _copy(model):
@@ -86,9 +99,38 @@ def _histogram_plot(out, e, taus):
     return save_plot(fig, out, "energy_histogram")
 
 
-def run_energy(cfg: EnergyConfig) -> dict:
+def run_energy(cfg: EnergyConfig) -> list[dict]:
+    """Every seed of ``cfg`` (resumed where finished); returns the finished seeds' rows files."""
     s = scale(cfg.scale)
-    task, base, _ = base_model(s, cfg.arch)
+    regime = {"model": f"{cfg.arch} port, synthetic base model (cfka_jax/geometry/synthetic.py): {s.model.layers} "
+                       f"blocks, d = {s.model.hidden}, {s.pretrain_steps} AdamW steps on {s.task.pretrain_classes} "
+                       "pretraining classes of the same generator",
+              "pt_quality": "old format NLL / accuracy of the base model per seed (rows variant 'base')",
+              "world": "conflict task: the pretraining classes' templates with the second half replaced, fresh "
+                       "transformations, every target supervised; drawn from the seed",
+              "dose": f"{s.sft_steps} AdamW steps (lr {cfg.lr:g}, batch 32) per τ; E from the same forward, detached",
+              "normalize": cfg.normalize, "scale": cfg.scale}
+    return geometry_record.run_study("energy", cfg, lambda seed, out: _run_seed(cfg, seed, out), regime)
+
+
+def _record_rows(cfg, seed, before, rows, result) -> list[dict]:
+    r = geometry_record.rounded
+    out = [{"variant": "base", "seed": seed, **{k: r(v) for k, v in before.items()},
+            "energy_mean": r(result["energy_mean"]), **{f"band_{k}": r(v) for k, v in result["bands"].items()},
+            "tokens": result["tokens"]}]
+    for row in rows:
+        plain = math.isinf(row["tau"])
+        out.append({"variant": "plain" if plain else "masked", "tau": None if plain else row["tau"],
+                    "normalize": cfg.normalize, "seed": seed, "masked_at_start": r(row["masked_fraction"]),
+                    "new_nll": r(row["new_nll"]), "new_acc": r(row["new_acc"]),
+                    "collision": r(row["old_nll_change_step1"], 6), "old_nll_delta": r(row["old_nll_change"]),
+                    "old_acc": r(row["old_acc"]), "final_train_loss": r(row["final_train_loss"])})
+    return out
+
+
+def _run_seed(cfg: EnergyConfig, seed: int, out: pathlib.Path) -> list[dict]:
+    s = scale(cfg.scale)
+    task, base, _ = base_model(s, cfg.arch, seed=seed)
     sft = task.conflict_train_tokens
     e = np.asarray(energy(base(jnp.asarray(sft)).logits, jnp.asarray(sft)))[:, 1:].ravel()
     before = _scores(base, task)
@@ -97,16 +139,15 @@ def run_energy(cfg: EnergyConfig) -> dict:
         loss_fn = make_energy_loss(EnergyMaskConfig(tau=tau, normalize=cfg.normalize))
         batch = min(32, len(sft))
         first, _ = fit(_copy(base), task, steps=1, batch_size=batch, lr=cfg.lr, split="conflict_train",
-                       loss_fn=loss_fn)
+                       loss_fn=loss_fn, seed=seed)
         tuned, losses = fit(_copy(base), task, steps=s.sft_steps, batch_size=batch, lr=cfg.lr,
-                            split="conflict_train", loss_fn=loss_fn)
+                            split="conflict_train", loss_fn=loss_fn, seed=seed)
         after = _scores(tuned, task)
         rows.append({"tau": tau, "masked_fraction": float(np.mean(e >= tau)), "final_train_loss": losses[-1],
                      **after, "old_nll_change_step1": _scores(first, task)["old_nll"] - before["old_nll"],
                      "old_nll_change": after["old_nll"] - before["old_nll"]})
-    out = pathlib.Path(cfg.out)
-    result = {"config": dataclasses.asdict(cfg), "before": before, "runs": rows,
-              "energy_mean": float(e.mean()), "bands": {"confident": float(np.mean(e < BANDS[0])),
+    result = {"config": dataclasses.asdict(cfg), "seed": seed, "before": before, "runs": rows,
+              "energy_mean": float(e.mean()), "tokens": int(e.size), "bands": {"confident": float(np.mean(e < BANDS[0])),
                                                         "forking": float(np.mean((e >= BANDS[0]) & (e <= BANDS[1]))),
                                                         "extreme": float(np.mean(e > BANDS[1]))}}
     write_json(out, "energy", result)
@@ -117,8 +158,8 @@ def run_energy(cfg: EnergyConfig) -> dict:
                            "old-format NLL Δ (end)", "old-format accuracy (end)"], table)
     body += (f"\nBase model: new-task NLL {before['new_nll']:.3f}, accuracy {before['new_acc']:.3f}; old-format NLL "
              f"{before['old_nll']:.3f}, accuracy {before['old_acc']:.3f}. {s.sft_steps} SFT steps, lr {cfg.lr:g}, "
-             f"normalize={cfg.normalize}. Energy of the supervised tokens: mean {e.mean():.3f}; bands " + ", ".join(
+             f"normalize={cfg.normalize}, seed {seed}. Energy of the supervised tokens: mean {e.mean():.3f}; bands " + ", ".join(
                  f"{k} {v:.1%}" for k, v in result["bands"].items()) + ".\n")
     write_markdown(out, "energy", "Energy-threshold masking (synthetic SFT)", body)
     _histogram_plot(out, e, cfg.taus)
-    return result
+    return _record_rows(cfg, seed, before, rows, result)

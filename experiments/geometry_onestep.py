@@ -12,6 +12,12 @@ distribution) disjoint from the validation update split; at each checkpoint step
 0, 25, 50, 100, 200) the onestep validation with η = 1e-5; comparisons A, B and C per checkpoint in
 ``coldstart.json`` / ``coldstart.md`` and ``coldstart_sign.png``. ``start='random'`` (the design: a cold model,
 the random initialisation of the port) or ``'base'`` (the synthetic base model fitted on the pretraining classes).
+``--seeds 0,1,2`` repeats coldstart with the task and the model (and the base model's fit) drawn from each seed, the
+pair subsample staying ``Random(pair_seed)`` (into ``<out>/seed<k>``, resumable); ``--record NAME`` writes the
+produced record ``token-force/NAME`` as seeds finish, one row per (seed, checkpoint) (``geometry_record``)::
+
+    cfka geometry coldstart --scale small --start random --lr 1e-3 --seeds 0,1,2 --out runs/geometry/coldstart-s3 \
+        --record coldstart_random
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from cfka_jax.geometry import channels, onestep, validation
 from cfka_jax.geometry.net import Net
 from cfka_jax.geometry.stats import compare
 from cfka_jax.geometry.synthetic import make_task
+from cfka_jax.experiments import geometry_record
 from cfka_jax.experiments.geometry_common import (
     base_model,
     markdown_table,
@@ -57,12 +64,17 @@ class ColdstartConfig:
     start: str = "random"
     steps: tuple[int, ...] = ()
     out: str = "runs/geometry/coldstart"
+    seeds: tuple[int, ...] = ()
+    record: str | None = None
+    results: str = "results"
 
     def __post_init__(self):
         if self.start not in ("random", "base"):
             raise ValueError(f"start must be 'random' or 'base', got {self.start!r}")
         if any(t < 0 for t in self.steps):
             raise ValueError(f"steps must be >= 0, got {self.steps}")
+        geometry_record.check_seeds(self.seeds)
+        geometry_record.check_record_name(self.record)
 
 
 def response_tokens(tokens: np.ndarray, samples: int, per_sample: int, first_response: int,
@@ -153,13 +165,40 @@ def _warmup_step(model, lr):
     return make_train_step(graphdef, rest, tx), init_state(params, tx)
 
 
-def run_coldstart(cfg: ColdstartConfig) -> dict:
+def run_coldstart(cfg: ColdstartConfig) -> list[dict]:
+    """Every seed of ``cfg`` (resumed where finished); returns the finished seeds' rows files."""
+    s = scale(cfg.scale)
+    start = ("its random initialisation" if cfg.start == "random" else
+             f"the synthetic base model ({s.pretrain_steps} AdamW steps on the pretraining classes)")
+    regime = {"model": f"{cfg.arch} port, d = {s.model.hidden}, {s.model.layers} blocks: {start}",
+              "pt_quality": "not measured",
+              "world": "warm-up on the benchmark-train examples (disjoint from the validation update split); "
+                       f"validation on the §3.4 grid: {s.update_samples} × {s.update_tokens} update tokens, "
+                       f"{s.obs_samples} × {s.obs_tokens} observed tokens, {s.max_pairs} pairs "
+                       f"(Random({cfg.pair_seed})); task and model drawn from the seed",
+              "dose": f"checkpoints {list(cfg.steps or s.coldstart_steps)} AdamW steps (batch 1, lr {cfg.lr:g}); "
+                      f"validation step η = {cfg.eta:g}",
+              "scale": cfg.scale}
+    return geometry_record.run_study("coldstart", cfg, lambda seed, out: _coldstart_seed(cfg, seed, out), regime)
+
+
+def _coldstart_rows(cfg, seed, rows) -> list[dict]:
+    r = geometry_record.rounded
+    a, b, c = COMPARISONS[:3]
+    return [{"start": cfg.start, "warmup_lr": cfg.lr, "seed": seed, "step": row["step"],
+             "sign_a": r(row[a]["sign_agreement"]), "sign_b": r(row[b]["sign_agreement"]),
+             "sign_c": r(row[c]["sign_agreement"]), "spearman_b": r(row[b]["spearman"]),
+             "spearman_c": r(row[c]["spearman"]), "pearson_c": r(row[c]["pearson"]),
+             "noise_floor": r(row["noise_floor"], 6)} for row in rows]
+
+
+def _coldstart_seed(cfg: ColdstartConfig, seed: int, out: pathlib.Path) -> list[dict]:
     s = scale(cfg.scale)
     if cfg.start == "base":
-        task, model, _ = base_model(s, cfg.arch)
+        task, model, _ = base_model(s, cfg.arch, seed=seed)
     else:
-        task = make_task(s.task)
-        model = dataclasses.replace(s.model, arch=cfg.arch).build(s.task.vocab_size)
+        task = make_task(dataclasses.replace(s.task, seed=seed))
+        model = dataclasses.replace(s.model, arch=cfg.arch, seed=seed).build(s.task.vocab_size)
     net, _ = Net.split(model)
     upd, obs = _token_sets(task, s)
     step, state = _warmup_step(model, cfg.lr)
@@ -174,16 +213,15 @@ def run_coldstart(cfg: ColdstartConfig) -> dict:
             t += 1
         _, summary, _ = validate(state.params, net, upd, obs, cfg.eta, s.max_pairs, cfg.pair_seed)
         rows.append({"step": t, **{k: summary[k] for k in COMPARISONS}, "noise_floor": summary["noise_floor"]})
-    out = pathlib.Path(cfg.out)
-    result = {"config": dataclasses.asdict(cfg), "checkpoints": rows}
+    result = {"config": dataclasses.asdict(cfg), "seed": seed, "checkpoints": rows}
     write_json(out, "coldstart", result)
     table = [[r["step"], *(r[k]["sign_agreement"] for k in COMPARISONS[:3]),
               *(r[k]["pearson"] for k in COMPARISONS[:3])] for r in rows]
     body = markdown_table(["step", "sign A", "sign B", "sign C", "Pearson A", "Pearson B", "Pearson C"], table)
-    body += f"\nstart {cfg.start}, AdamW lr {cfg.lr:g} (batch 1), η = {cfg.eta:g}, arch {cfg.arch}.\n"
+    body += f"\nstart {cfg.start}, AdamW lr {cfg.lr:g} (batch 1), η = {cfg.eta:g}, arch {cfg.arch}, seed {seed}.\n"
     write_markdown(out, "coldstart", "Cold-start sign agreement over warm-up steps", body)
     _coldstart_plot(out, rows)
-    return result
+    return _coldstart_rows(cfg, seed, rows)
 
 
 def _coldstart_plot(out, rows):

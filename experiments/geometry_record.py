@@ -1,0 +1,131 @@
+"""Seeds and produced records of the ``cfka geometry`` studies (``--seeds``, ``--record NAME``, ``--results DIR``).
+
+A study with ``--seeds 0,1,2`` runs seed by seed, each into ``<out>/seed<k>/`` (its usual tables and plots), and
+leaves a ``<study>_rows.json`` there when the seed is finished: the rows it adds to the record, its config and its
+wall and CPU seconds. A seed whose folder already holds that file for the same config is not run again, so a killed
+run loses only the seed it was in, and the same command resumes it. Without ``--seeds`` a study runs seed 0 into
+``<out>`` itself, as before.
+
+With ``--record NAME`` the produced record ``token-force/NAME`` (``cfka_jax.claims.results.write_record``) is
+rewritten under ``--results`` (default ``results``) after every finished seed, from the rows of every finished seed
+of the run's list: one row per (seed, arm), the study's regime, the seeds, and the command that makes it (the full
+seed list). ``wall_s`` / ``cpu_s`` are the sums over the seeds (per seed in ``seed_seconds``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from cfka_jax import jsonio
+from cfka_jax.claims.results import Clock, provenance, write_record
+
+PAPER = "token-force"
+"""The folder under ``results/`` the geometry records go to (the token-force paper)."""
+RUN_FIELDS = ("seeds", "record", "results", "out")
+"""Config fields that say where and how often a study runs, not what it measures (left out of the resume check)."""
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def check_record_name(name: str | None) -> None:
+    """``--record``: a plain file name (letters, digits, ``_ . -``), the record ``token-force/NAME``.
+
+    Raises:
+      ValueError: names the bad value.
+    """
+    if name is not None and not _NAME.fullmatch(name):
+        raise ValueError(f"record must be a plain name (letters, digits, '_', '.', '-'; it becomes "
+                         f"results/{PAPER}/NAME.json), got {name!r}")
+
+
+def check_seeds(seeds: Sequence[int]) -> None:
+    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct integers >= 0, got {list(seeds)}")
+
+
+def run_seeds(cfg) -> tuple[int, ...]:
+    """The seeds a config runs: ``cfg.seeds``, or seed 0 alone."""
+    return tuple(cfg.seeds) or (0,)
+
+
+def seed_out(cfg, seed: int) -> pathlib.Path:
+    """Where seed ``seed`` writes: ``<out>/seed<k>`` with ``--seeds``, else ``<out>``."""
+    return pathlib.Path(cfg.out) / f"seed{seed}" if cfg.seeds else pathlib.Path(cfg.out)
+
+
+def _what(cfg) -> dict[str, Any]:
+    """The config fields that decide the numbers (JSON-ready: ∞ as "inf")."""
+    def clean(v):
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return "inf" if isinstance(v, float) and math.isinf(v) else v
+    return {k: clean(v) for k, v in dataclasses.asdict(cfg).items() if k not in RUN_FIELDS}
+
+
+def command_line(study: str, cfg) -> str:
+    """The ``cfka geometry`` command that makes ``cfg``'s record: the scale and every field that differs from its
+    default."""
+    parts = ["cfka", "geometry", study]
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if (value == f.default and f.name != "scale") or value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            value = ",".join("inf" if isinstance(v, float) and math.isinf(v) else f"{v:g}" if isinstance(v, float)
+                             else str(v) for v in value)
+        parts += [f"--{f.name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
+    return " ".join(parts)
+
+
+def _rows_file(cfg, study: str, seed: int) -> pathlib.Path:
+    return seed_out(cfg, seed) / f"{study}_rows.json"
+
+
+def _finished(cfg, study: str, seed: int) -> dict | None:
+    """The rows file of a finished seed of the same config, else None."""
+    path = _rows_file(cfg, study, seed)
+    if not path.exists():
+        return None
+    data = jsonio.read_json_object(path, f"a finished {study} seed")
+    jsonio.require_keys(data, ("config", "seed", "rows", "wall_s", "cpu_s"), str(path))
+    return data if data["config"] == _what(cfg) and data["seed"] == seed else None
+
+
+def run_study(study: str, cfg, run_seed: Callable[[int, pathlib.Path], list[Mapping[str, Any]]],
+              regime: Mapping[str, Any]) -> list[dict]:
+    """Runs ``run_seed(seed, out_dir) -> rows`` for every seed not finished yet, in order; after each seed writes
+    its rows file and, with ``cfg.record``, the record. Returns every finished seed's rows file (seed order)."""
+    done = []
+    for seed in run_seeds(cfg):
+        data = _finished(cfg, study, seed)
+        if data is None:
+            clock = Clock()
+            rows = [dict(r) for r in run_seed(seed, seed_out(cfg, seed))]
+            data = {"config": _what(cfg), "seed": seed, "rows": rows, **clock.elapsed()}
+            jsonio.write_json_atomic(_rows_file(cfg, study, seed), data, allow_nan=False, indent=1)
+        done.append(data)
+        if cfg.record:
+            write_study_record(study, cfg, done, regime)
+    return done
+
+
+def write_study_record(study: str, cfg, done: Sequence[Mapping[str, Any]], regime: Mapping[str, Any]) -> pathlib.Path:
+    """The record ``token-force/<cfg.record>`` from the finished seeds ``done`` (their rows, summed seconds)."""
+    seeds = [d["seed"] for d in done]
+    prov = provenance(config=_what(cfg), seeds=seeds, clock=Clock(), command=command_line(study, cfg))
+    prov.update(wall_s=round(sum(d["wall_s"] for d in done), 2), cpu_s=round(sum(d["cpu_s"] for d in done), 2),
+                seed_seconds={str(d["seed"]): {"wall_s": d["wall_s"], "cpu_s": d["cpu_s"]} for d in done},
+                seeds_planned=list(run_seeds(cfg)))
+    rows = [row for d in done for row in d["rows"]]
+    return write_record(cfg.results, f"{PAPER}/{cfg.record}", rows=rows, regime=regime, provenance=prov)
+
+
+def rounded(x: float | None, digits: int = 4) -> float | None:
+    """A finite float rounded for a record (None stays None, a non-finite value becomes None)."""
+    if x is None or not math.isfinite(float(x)):
+        return None
+    return round(float(x), digits)
