@@ -27,8 +27,11 @@ members (``runs/world_ensemble.py``: one jitted program, AdamW):
 At a port step, DI and attention are ``cfka di-attention``'s (``lm_theory/text_world.py``): DI from the corpus's own
 counts (project default: centred, co-occurring objects; and the quoted un-centred / all form), z_s the pooled
 attention of the query on token type s over the context from the document start, bootstrap intervals over token
-types. Each row also holds the untrained members' Pearson (what position alone gives), the share of the query's
-attention on itself / its sentence / earlier sentences / earlier documents, and the mean z of each kind of token.
+types. Each row also holds the same correlation over the subject-name and relation types only (``slots_*``: the template
+and query tokens sit in every context and carry the theory's highest DI), the untrained members' Pearson (what
+position alone gives), the share of the query's attention on itself / its sentence / earlier sentences / earlier
+documents, and the mean z of each kind of token. ``OUT/steps/<name>.npz`` keeps z per member (trained and at
+initialisation, layer × token type), the DI and the token kinds.
 
 Writes ``OUT/steps/<name>.json`` per finished step (a rerun skips it when its definition is unchanged),
 ``OUT/table.md`` and the record ``RESULTS/cfka/di_walk.json`` (rows one per (step, seed)) after every step.
@@ -56,6 +59,8 @@ RECORD = "cfka/di_walk"
 BIOGRAPHY_RECORD = "cfka/di_attention_trained"
 LAW = -0.8
 KINDS = ("name", "relation", "template", "query", "word", "end", "object")
+SLOT_KINDS = ("name", "relation")
+"""The token types whose DI varies in the theory's world (the template and query tokens sit in every context)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +166,11 @@ def theory_step(cfg: Config, step: Step) -> list[dict]:
             yz, kl = train(CELLS[0] if step.name == "theory" else CELLS[8], world, cfg.theory_steps, seed)
             att = np.abs(np.asarray(query_attention(yz.Z, world), np.float64)[:nx])
             r = correlate(di, att, num_boot=cfg.num_boot).as_dict()
-            rows.append({"seed": seed, **_corr_row(r), "final_kl": kl, "token_types": nx})
+            sub = np.isin(np.asarray(world.token_kinds[:nx]), SLOT_KINDS)
+            rs = correlate(di[sub], att[sub], num_boot=cfg.num_boot).as_dict()
+            rows.append({"seed": seed, **_corr_row(r), **_corr_row(rs, "slots_"), "final_kl": kl,
+                         "token_types": nx, **{f"z_{k}": float(att[np.asarray(world.token_kinds[:nx]) == k].mean())
+                                               for k in KINDS if k in world.token_kinds[:nx]}})
     return rows
 
 
@@ -181,14 +190,18 @@ def port_step(cfg: Config, step: Step, log=print) -> list[dict]:
     fact = tw.corpus_di(pk, ex, corpus, span="fact", min_count=cfg.min_count)
     g0, p0, r0 = split_members(build_models(step.port, corpus.vocab_size, seeds))
     final = ens.final_loss()
-    rows = []
+    rows, arrays = [], {"kinds": np.asarray(corpus.kinds), "eligible": doc.eligible, "n_s": doc.n_s,
+                        **{f"di_{k.replace('/', '_')}": v for k, v in doc.di.items()}}
     for e, seed in enumerate(seeds):
         z = tw.received_attention(ens.graphdef, ens.params(e), ens.rest, pk, ex, doc)
         main = tw.correlations(doc, z, num_boot=cfg.num_boot)
         own = tw.correlations(fact, tw.received_attention(ens.graphdef, ens.params(e), ens.rest, pk, ex, fact),
                               num_boot=cfg.num_boot)
-        init = tw.correlations(doc, tw.received_attention(g0, member(p0, e), r0, pk, ex, doc), num_boot=cfg.num_boot)
+        z0 = tw.received_attention(g0, member(p0, e), r0, pk, ex, doc)
+        init = tw.correlations(doc, z0, num_boot=cfg.num_boot)
+        arrays[f"z_{seed}"], arrays[f"z_init_{seed}"] = z, z0
         rows.append({"seed": seed, **_corr_row(main["centred/cooccur"]),
+                     **_corr_row(_slots(corpus, doc, z.mean(0), cfg.num_boot), "slots_"),
                      "pearson_quoted": main["uncentred/all"]["pearson"],
                      "spearman_quoted": main["uncentred/all"]["spearman"],
                      "pearson_fact_span": own["centred/cooccur"]["pearson"],
@@ -198,7 +211,16 @@ def port_step(cfg: Config, step: Step, log=print) -> list[dict]:
                      "token_types": int(doc.eligible.sum()), "train_seconds": round(ens.seconds, 1),
                      **tw.diagnostics(ens.graphdef, ens.params(e), ens.rest, pk, ex, corpus),
                      **_kind_means(corpus, doc, z.mean(0))})
+    out = pathlib.Path(cfg.out) / "steps"
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / f"{step.name}.npz", **arrays)
     return rows
+
+
+def _slots(corpus, c: tw.CorpusDI, z_M: np.ndarray, num_boot: int) -> dict:
+    """The default DI's correlation over the eligible subject-name and relation types only."""
+    keep = c.eligible & np.isin(np.asarray(corpus.kinds), SLOT_KINDS)
+    return correlate(c.di["centred/cooccur"][keep], z_M[keep], num_boot=num_boot).as_dict()
 
 
 def biography_step(cfg: Config, step: Step) -> list[dict]:
@@ -295,7 +317,8 @@ def regime(cfg: Config) -> dict:
                     f"theory model {cfg.theory_steps} full-batch GD steps",
             "measure": "Pearson / Spearman of DI (centred, co-occurring objects) against the query's pooled "
                        "attention per token type, over the context from the document start; 95 % bootstrap "
-                       f"intervals over token types ({cfg.num_boot} resamples)"}
+                       f"intervals over token types ({cfg.num_boot} resamples); slots_*: over the subject-name and "
+                       "relation types only"}
 
 
 def run(cfg: Config, log=print) -> list[dict]:
