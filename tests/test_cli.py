@@ -343,6 +343,7 @@ def _bases(w: dict, out: str, cache: str) -> dict:
         ("sweep", ""): (["--out", out, "--steps", "2", "--log-every", "1", "--seeds", "1", "--ks", "0", "--alphas",
                          "0.5"], True),
         ("di-attention", ""): (["--preset", "smoke", "--out", out, "--cache-dir", cache, "--seeds", "1"], True),
+        ("di-walk", ""): (["--out", out, "--results", out, "--seeds", "1", "--steps", "1L-linear"], None),
         ("stoc-table", ""): ([*smoke, "--alphas", "0.5", "--kinds", "stoc"], True),
         ("stoc-scale", ""): (["--sizes", "smoke", "--seeds", "0", "--out", out, "--cache-dir", cache], True),
         ("corpus-cpt", ""): (["--data", str(w["corpus"]), "--model", str(w["model"]), "--out", out, "--preset",
