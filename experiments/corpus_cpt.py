@@ -223,7 +223,7 @@ def prepare(cfg: CorpusCPTConfig) -> Inputs:
     Raises:
       ValueError / OSError: naming the option, file or folder.
     """
-    check_model_update(cfg, model_config(cfg.model), cfg.scan_layers)  # config.json only: before any long read
+    check_model_update(cfg, model_config(cfg.model))  # config.json only: before any long read
     mesh = run_mesh(cfg.mesh)
     tokenizer = load_tokenizer(cfg.model)
     train_docs, held_docs, corpus_stats = corpus_docs(cfg, tokenizer)

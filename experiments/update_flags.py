@@ -93,12 +93,11 @@ def model_config(path: str, flag: str = "--model", **kwargs):
         raise ValueError(f"{flag} {path}/{CONFIG_FILE}: {err}") from None
 
 
-def check_model_update(cfg: PretrainedRunFields, model_cfg, scan_layers: bool = False) -> None:
+def check_model_update(cfg: PretrainedRunFields, model_cfg) -> None:
     """The run's update options against the model's shape (``model_cfg``: its port config), before anything is
-    written: ``--freeze-layers`` below its blocks, LoRA / freezing only on looped blocks (ValueError naming both
-    options)."""
+    written: ``--freeze-layers`` below its blocks (ValueError naming both options)."""
     check_update_options(cfg.update, cfg.freeze_layers, cfg.lora_rank, blocks=model_cfg.num_hidden_layers,
-                         scan_layers=scan_layers, model=f"--model {getattr(cfg, 'model', '')}".strip())
+                         model=f"--model {getattr(cfg, 'model', '')}".strip())
 
 
 def run_mesh(text: str | None):

@@ -15,9 +15,12 @@ Freezing (§4.4): the input embedding plus blocks ``0 .. N-1``. With tied embedd
 embedding is also the LM head; an untied head (Pythia ``embed_out``) stays trainable. The default LoRA targets and
 the embedding's attribute come from the model's family (``models/family.py``: ``lora_targets``, ``embed``).
 
-Limitation: LoRA and freezing of the first N blocks need the looped form (``scan_layers=False``). In the scanned
-form the blocks are one module with parameters stacked on a leading L axis, so a block is not an attribute that
-can be wrapped and a path filter cannot select blocks 0..N-1; both raise ``ValueError`` there.
+Scanned models (``scan_layers=True``: the blocks are one module whose parameters are stacked on a leading L axis)
+hold both. LoRA wraps the stacked linears with stacked adapters (``lora_a [L, D_in, r]``, ``lora_b [L, r, D_out]``,
+made under ``nnx.vmap`` so ``nnx.scan`` hands each block its own); freezing blocks ``0 .. N-1`` becomes a *row
+mask* in :func:`trainable_mask` (a 1-D bool array over L on every stacked leaf, ``train/optim.trains``): the
+step zeroes the frozen rows' gradients and updates, so they stay bit-identical, while the stacked leaf keeps
+its optimiser state for all L rows.
 
 Export: :func:`merge_and_unload` returns a plain model (adapters folded into the kernels) that
 ``cfka_jax.models.save_pretrained`` writes as an ordinary HF checkpoint. :func:`merge_lora` /
@@ -34,6 +37,7 @@ from typing import Any
 import flax.nnx as nnx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from cfka_jax.models import family
 from cfka_jax.shapes import Array, Float
@@ -99,12 +103,20 @@ class LoRALinear(nnx.Module):
         return y + ((h @ self.lora_a[...]) @ self.lora_b[...] * self.scale).astype(y.dtype)
 
 
-def _check_looped(model: nnx.Module, what: str) -> None:
-    if getattr(getattr(model, "cfg", None), "scan_layers", False):
-        raise ValueError(
-            f"{what} needs the looped form: this model stacks its blocks (scan_layers=True), so a block is not a "
-            "separate module. Load it with scan_layers=False."
-        )
+def _scanned(model: nnx.Module) -> bool:
+    return bool(getattr(getattr(model, "cfg", None), "scan_layers", False))
+
+
+def _lora_for(child: nnx.Linear, cfg: LoRAConfig, rngs: nnx.Rngs, stacked: int | None) -> LoRALinear:
+    """A :class:`LoRALinear` around ``child``; around a stacked linear (leading axis of ``stacked`` blocks) one
+    adapter per block, stacked the same way (made under ``nnx.vmap``, as ``models/layers.make_stacked`` makes
+    the blocks)."""
+    def make(base, r):
+        return LoRALinear(base, rank=cfg.rank, alpha=cfg.alpha, dropout=cfg.dropout, rngs=r)
+
+    if stacked is None:
+        return make(child, rngs)
+    return nnx.split_rngs(splits=stacked)(nnx.vmap(make, in_axes=(0, 0), out_axes=0))(child, rngs)
 
 
 def _lora_layers(model: nnx.Module) -> list[LoRALinear]:
@@ -121,19 +133,19 @@ def apply_lora(model: nnx.Module, cfg: LoRAConfig, *, rngs: nnx.Rngs) -> nnx.Mod
         ValueError: scanned layers, adapters already present, or a target name that matches no ``nnx.Linear``
             (the message lists the linear attribute names the model has).
     """
-    _check_looped(model, "LoRA")
     if _lora_layers(model):
         raise ValueError("model already has LoRA adapters")
     targets = cfg.target_modules or family.of(model).lora_targets
+    blocks = model.cfg.num_hidden_layers if _scanned(model) else None
     found, linear_names = set(), set()
-    for _, module in list(nnx.iter_modules(model)):
+    for path, module in list(nnx.iter_modules(model)):
+        stacked = blocks if blocks is not None and path[:1] == ("layers",) else None
         for name, child in list(vars(module).items()):
             if not isinstance(child, nnx.Linear):
                 continue
             linear_names.add(name)
             if name in targets:
-                wrapped = LoRALinear(child, rank=cfg.rank, alpha=cfg.alpha, dropout=cfg.dropout, rngs=rngs)
-                setattr(module, name, wrapped)
+                setattr(module, name, _lora_for(child, cfg, rngs, stacked))
                 found.add(name)
     missing = sorted(set(targets) - found)
     if missing:
@@ -177,22 +189,28 @@ def merge_and_unload(model: nnx.Module) -> nnx.Module:
 def frozen_filter(model: nnx.Module, *, num_frozen_blocks: int, freeze_embeddings: bool = True) -> nnx.filterlib.Filter:
     """A path filter selecting the input embedding (if ``freeze_embeddings``) and blocks ``0 .. N-1``.
 
+    On a scanned model a block is a row of every stacked leaf, not a path: the filter then selects the embedding
+    only and carries ``frozen_rows = N`` and ``blocks = L``, which :func:`trainable_mask` turns into row masks.
+
     Raises:
-        ValueError: N outside ``[0, L]``, or N > 0 on the scanned form.
+        ValueError: N outside ``[0, L]``.
     """
     num_layers = model.cfg.num_hidden_layers
     if not 0 <= num_frozen_blocks <= num_layers:
         raise ValueError(f"num_frozen_blocks must be in [0, {num_layers}], got {num_frozen_blocks}")
-    if num_frozen_blocks:
-        _check_looped(model, "freezing the first blocks")
     embed = family.of(model).embed if freeze_embeddings else None
+    scanned = _scanned(model)
 
     def frozen(path: tuple, value: Any) -> bool:
         del value
         if embed is not None and path[:1] == (embed,):
             return True
+        if scanned:
+            return num_frozen_blocks == num_layers and path[:1] == ("layers",)
         return len(path) > 1 and path[0] == "layers" and isinstance(path[1], int) and path[1] < num_frozen_blocks
 
+    if scanned and 0 < num_frozen_blocks < num_layers:
+        frozen.frozen_rows, frozen.blocks = num_frozen_blocks, num_layers
     return frozen
 
 
@@ -213,13 +231,39 @@ def trainable_filter(
     if not num_frozen_blocks and not freeze_embeddings:
         return base
     frozen = frozen_filter(model, num_frozen_blocks=num_frozen_blocks, freeze_embeddings=freeze_embeddings)
-    return nnx.All(base, nnx.Not(frozen))
+    out = nnx.All(base, nnx.Not(frozen))
+    if hasattr(frozen, "frozen_rows"):  # a scanned model's frozen blocks: rows, for trainable_mask
+        out = _RowFrozen(out, frozen.frozen_rows, frozen.blocks)
+    return out
+
+
+class _RowFrozen:
+    """A trainable filter of a scanned model whose first ``rows`` of ``blocks`` stacked blocks are frozen: as a
+    filter it selects whole leaves (every stacked leaf trains in some rows); :func:`trainable_mask` reads the rows."""
+
+    def __init__(self, inner, rows: int, blocks: int):
+        self.inner, self.rows, self.blocks = inner, rows, blocks
+        self._predicate = nnx.filterlib.to_predicate(inner)
+
+    def __call__(self, path: tuple, value: Any) -> bool:
+        return bool(self._predicate(path, value))
+
+    def row_mask(self, path: tuple):
+        """True / False, or the 1-D row mask (``np.arange(L) >= rows``) of a stacked block leaf."""
+        return np.arange(self.blocks) >= self.rows if path[:1] == ("layers",) else True
 
 
 def trainable_mask(params: nnx.State, trainable: nnx.filterlib.Filter) -> nnx.State:
-    """A bool tree over ``params`` (e.g. ``nnx.state(model, nnx.Param)``): True where ``trainable`` matches."""
+    """A tree over ``params`` (e.g. ``nnx.state(model, nnx.Param)``): True where ``trainable`` matches, False
+    elsewhere, and on a scanned model with frozen blocks a row mask (``train/optim.trains``) on each trained
+    stacked leaf."""
     predicate = nnx.filterlib.to_predicate(trainable)
-    return nnx.map_state(lambda path, v: bool(predicate(path, v)), params)
+    rows = trainable.row_mask if isinstance(trainable, _RowFrozen) else (lambda path: True)
+
+    def mask(path, v):
+        return rows(path) if predicate(path, v) else False
+
+    return nnx.map_state(mask, params)
 
 
 def merged_params(params: dict, scale: float) -> dict:

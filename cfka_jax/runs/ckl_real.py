@@ -236,9 +236,9 @@ def phi_body(spec: RealCKLSpec, theta_model, tok):
 
 def check_theta(spec: RealCKLSpec, model) -> None:
     """The update options against θ's shape, before anything is written (``runs/specs.check_update_options``:
-    ``--freeze-layers`` below its blocks; the K-Adapter and LoRA methods need looped blocks)."""
+    ``--freeze-layers`` below its blocks)."""
     check_update_options(spec.update, spec.freeze_layers, spec.lora_rank, blocks=model.cfg.num_hidden_layers,
-                         scan_layers=bool(getattr(model.cfg, "scan_layers", False)), model=f"--model {spec.model}")
+                         model=f"--model {spec.model}")
 
 
 def theta_for(base, method: Method, spec: RealCKLSpec) -> Theta:

@@ -20,7 +20,7 @@ from flax import nnx
 
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.train.loop import LoopConfig, run_loop
-from cfka_jax.train.optim import OptimConfig, make_optimizer, masked_tx
+from cfka_jax.train.optim import OptimConfig, make_optimizer, masked_tx, trains
 from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS, CheckpointDir, frozen_paths
 from cfka_jax.train.step import (GUARDS, TrainState, chunked_token_nll_loss, init_state, make_train_step,
                                  token_nll_loss)
@@ -153,7 +153,7 @@ def _state_params(params, mask, compute_dtype, consume: bool = False):
         return jax.tree.map(own, params)
     if mask is None:
         return jax.tree.map(master, params)
-    return jax.tree.map(lambda m, sub: jax.tree.map(master if m else own, sub), mask, params)
+    return jax.tree.map(lambda m, sub: jax.tree.map(master if trains(m) else own, sub), mask, params)
 
 
 def check_run_options(loss_chunk: int | None, final_checkpoint: str, guard: str = "state") -> None:

@@ -124,12 +124,11 @@ def apply_update(model, update: str, *, freeze_layers: int, lora_rank: int, seed
       (§4.6; adapter dropout 0 because the step keeps no RNG state across steps), adapters seeded by ``seed``.
 
     Raises:
-      ValueError: an unknown mode, ``freeze_layers`` outside ``[0, number of blocks)``, or freezing / LoRA on a
-        scanned model (``specs.check_update_options``; recipes call it before anything is written).
+      ValueError: an unknown mode or ``freeze_layers`` outside ``[0, number of blocks)``
+        (``specs.check_update_options``; recipes call it before anything is written).
     """
     check_update_options(update, freeze_layers if update == "freeze" else None,
-                         lora_rank if update == "lora" else None, blocks=model.cfg.num_hidden_layers,
-                         scan_layers=bool(getattr(model.cfg, "scan_layers", False)))
+                         lora_rank if update == "lora" else None, blocks=model.cfg.num_hidden_layers)
     if update == "full":
         return model, None
     if update == "freeze":

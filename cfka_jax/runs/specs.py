@@ -36,11 +36,12 @@ def _positive(name: str, value, allow_none: bool = True, minimum: int = 1) -> No
 
 
 def check_update_options(update: str, freeze_layers: int | None, lora_rank: int | None, *, blocks: int | None = None,
-                         scan_layers: bool = False, model: str = "the model") -> None:
+                         model: str = "the model") -> None:
     """The one check of the update-mode options of every recipe (Biography, corpus, KnowEdit, LAMA-CKL /
     TemporalWiki), run before anything is loaded or written: ``--freeze-layers`` only with ``--update freeze``,
-    ``--lora-rank`` >= 1 and, once the model's shape is known (``blocks``, ``scan_layers``), at least one block left
-    to train (``freeze_layers`` None: half of the blocks) and LoRA / freezing only on looped blocks.
+    ``--lora-rank`` >= 1 and, once the model's shape is known (``blocks``), at least one block left
+    to train (``freeze_layers`` None: half of the blocks). Both forms of the blocks (looped and ``scan_layers``)
+    hold LoRA and freezing (``continual/peft``: stacked adapters, row masks).
 
     Raises:
       ValueError: naming both options of a combination that cannot apply.
@@ -60,9 +61,6 @@ def check_update_options(update: str, freeze_layers: int | None, lora_rank: int 
         if frozen >= blocks:
             raise ValueError(f"--freeze-layers {frozen} with --update freeze leaves none of the {blocks} blocks of "
                              f"{model} to train; give --freeze-layers below {blocks}")
-    if scan_layers and update in ("freeze", "lora"):
-        raise ValueError(f"--update {update} needs the blocks of {model} as separate modules; --scan-layers stacks "
-                         "them into one (drop --scan-layers, or use --update full)")
 
 
 @dataclasses.dataclass(frozen=True)

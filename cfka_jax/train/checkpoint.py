@@ -110,7 +110,7 @@ def frozen_paths(params: Any, mask: Any, prefix: Path = ()) -> tuple[Path, ...]:
     """The key paths of the leaves of ``params`` (as checkpoints name them, after ``prefix``) whose boolean in
     ``mask`` (a trainable mask, one bool per leaf in the same order) is False: the frozen leaves."""
     _, _, order = _flatten(params)
-    return tuple(prefix + p for p, m in zip(order, jax.tree.leaves(mask), strict=True) if not bool(m))
+    return tuple(prefix + p for p, m in zip(order, jax.tree.leaves(mask), strict=True) if not np.any(m))
 
 
 def _words(x: jax.Array) -> jax.Array:

@@ -23,6 +23,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 
@@ -125,14 +126,50 @@ def stage_optim(base: OptimConfig, *, stage: int, rewarm: str = "rewarm", peak_l
     return dataclasses.replace(base, peak_lr=float(peak), decay=decay, decay_steps=decay_steps)
 
 
+def trains(m) -> bool:
+    """Whether a trainable mask's leaf trains at all: a bool, or a row mask (a 1-D bool array over the leading
+    axis L of a stacked leaf, the blocks of a scanned model: True where that block trains)."""
+    return bool(np.any(m))
+
+
+def row_mask(m, x):
+    """``x`` (a stacked leaf or its gradient / update, leading axis L) with the frozen rows of the row mask ``m``
+    set to exact zeros; ``x`` itself for a plain bool mask."""
+    if isinstance(m, (bool, np.bool_)) or np.ndim(m) == 0:
+        return x
+    keep = jnp.asarray(m).reshape((-1,) + (1,) * (x.ndim - 1))
+    return jnp.where(keep, x, jnp.zeros((), x.dtype))
+
+
+def is_row_mask(m) -> bool:
+    """True for a row mask (some rows of a stacked leaf frozen), False for a plain bool."""
+    return np.ndim(m) > 0
+
+
 def masked_tx(tx: optax.GradientTransformation, mask) -> optax.GradientTransformation:
     """``tx`` on the trainable leaves (``mask`` True), zero updates (and no optimizer state, no weight decay) on the
     rest.
 
+    A leaf's mask may also be a row mask (:func:`trains`): the leaf is stacked over the blocks of a scanned model and
+    only some blocks train. Its frozen rows' gradients are zeroed before ``tx`` (they add nothing to the clipping
+    norm, their moments stay zero) and their updates after it (no weight decay either), so they stay bit-identical;
+    the leaf's optimiser state keeps the frozen rows' (zero) entries.
+
     Use with a step over *all* parameters; ``optax.masked`` alone would pass frozen gradients through unchanged.
     """
-    labels = jax.tree.map(lambda m: "trainable" if m else "frozen", mask)
-    return optax.multi_transform({"trainable": tx, "frozen": optax.set_to_zero()}, labels)
+    labels = jax.tree.map(lambda m: "trainable" if trains(m) else "frozen", mask)
+    inner = optax.multi_transform({"trainable": tx, "frozen": optax.set_to_zero()}, labels)
+    if not any(is_row_mask(m) for m in jax.tree.leaves(mask)):
+        return inner
+
+    def rows(tree):  # the mask's leaves sit where the tree's leaves or their wrappers (nnx.Param nodes) are
+        return jax.tree.map(lambda m, sub: jax.tree.map(lambda x: row_mask(m, x), sub), mask, tree)
+
+    def update(updates, state, params=None):
+        new, state = inner.update(rows(updates), state, params)
+        return rows(new), state
+
+    return optax.GradientTransformation(inner.init, update)
 
 
 def state_in_dtype(tx: optax.GradientTransformation, dtype) -> optax.GradientTransformation:

@@ -39,6 +39,7 @@ optimiser's elementwise arithmetic twice.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -48,7 +49,7 @@ from flax import nnx
 
 from cfka_jax.train.accumulate import accumulated, check_accumulate
 from cfka_jax.train.losses import chunked_masked_mean_nll, masked_mean_nll, tiled_masked_mean_nll
-from cfka_jax.train.optim import masked_tx
+from cfka_jax.train.optim import is_row_mask, masked_tx, row_mask, trains
 
 Penalty = Callable[[Any, Any], jax.Array]
 """``penalty(params, penalty_args) -> scalar`` added to the loss (float32)."""
@@ -228,24 +229,27 @@ def trainable_value_and_grad(objective: Callable, trainable) -> Callable:
     (``trainable``: a pytree of bools like the parameters): the frozen leaves enter as constants, so the backward
     pass never computes (nor holds) their gradients, and the returned gradient has exact zeros there. The trainable
     leaves' gradients are those of ``jax.value_and_grad(objective)`` to float32 rounding (the smaller program
-    fuses differently: ulp-level differences in a few entries)."""
+    fuses differently: ulp-level differences in a few entries). A leaf's mask may be a row mask
+    (``optim.trains``: the blocks of a scanned model, some frozen): the leaf is differentiated and its frozen rows'
+    gradients are set to exact zeros."""
 
     mask, treedef = jax.tree.flatten(trainable)  # the mask's leaves sit where the parameters' leaves (or their
     # wrappers, e.g. nnx.Param nodes of an nnx.State) are: split the parameters up to its structure
+    trained = [trains(m) for m in mask]
 
     def value_and_grad(params, *inputs):
         parts = treedef.flatten_up_to(params)
 
-        def of_trained(trained):
+        def of_trained(sub):
             # fresh wrappers (e.g. nnx.Param nodes) for the frozen leaves, made at this trace level: nnx's lifted
             # transforms (a block's nnx.remat) refuse variables of an outer trace
-            it, frozen = iter(trained), iter(jax.tree.map(lambda x: x, [x for x, m in zip(parts, mask) if not m]))
-            return objective(treedef.unflatten([next(it) if m else next(frozen) for m in mask]), *inputs)
+            it, frozen = iter(sub), iter(jax.tree.map(lambda x: x, [x for x, t in zip(parts, trained) if not t]))
+            return objective(treedef.unflatten([next(it) if t else next(frozen) for t in trained]), *inputs)
 
-        out, grads = jax.value_and_grad(of_trained, has_aux=True)([x for x, m in zip(parts, mask) if m])
+        out, grads = jax.value_and_grad(of_trained, has_aux=True)([x for x, t in zip(parts, trained) if t])
         it = iter(grads)
-        return out, treedef.unflatten([next(it) if m else jax.tree.map(jnp.zeros_like, x)
-                                       for x, m in zip(parts, mask)])
+        return out, treedef.unflatten([jax.tree.map(functools.partial(row_mask, m), next(it)) if t
+                                       else jax.tree.map(jnp.zeros_like, x) for x, m, t in zip(parts, mask, trained)])
 
     return value_and_grad
 

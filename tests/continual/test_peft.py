@@ -74,15 +74,103 @@ def test_lora_targets_only_the_named_linears_and_rejects_unknown_names():
         peft.apply_lora(model, peft.LoRAConfig(rank=2), rngs=nnx.Rngs(0))
 
 
-def test_scanned_form_raises_a_clear_error():
-    scanned = _model(dataclasses.replace(QWEN, scan_layers=True))
-    with pytest.raises(ValueError, match="scan_layers=False"):
-        peft.apply_lora(scanned, peft.LoRAConfig(rank=2), rngs=nnx.Rngs(0))
-    with pytest.raises(ValueError, match="scan_layers=False"):
-        peft.trainable_filter(scanned, num_frozen_blocks=1)
-    assert peft.trainable_filter(scanned, freeze_embeddings=True) is not None  # embeddings alone are fine
+def _scanned(model):
+    """The same weights in the scanned form (blocks stacked on a leading L axis)."""
+    fam = family.of(model)
+    return fam.load(dataclasses.replace(model.cfg, scan_layers=True), fam.export(model))
+
+
+def _stack_adapters(looped, scanned):
+    """Copy each looped block's adapters into the scanned model's stacked adapters (same targets)."""
+    for path, stacked in nnx.iter_modules(scanned):
+        if isinstance(stacked, peft.LoRALinear):  # path: ("layers", "self_attn", "q_proj")
+            blocks = [_at(looped.layers[i], path[1:]) for i in range(looped.cfg.num_hidden_layers)]
+            for name in ("lora_a", "lora_b"):
+                getattr(stacked, name)[...] = jnp.stack([getattr(b, name)[...] for b in blocks])
+
+
+def _at(module, path):
+    for key in path:
+        module = getattr(module, key)
+    return module
+
+
+def test_scanned_lora_equals_the_looped_lora_with_the_same_adapters():
+    looped = _randomize_b(_lora(QWEN))
+    scanned = peft.apply_lora(_scanned(_model(QWEN)), peft.LoRAConfig(rank=3, alpha=6.0, dropout=0.0),
+                              rngs=nnx.Rngs(2))
+    layers = peft._lora_layers(scanned)
+    assert len(layers) == len(family.of(scanned).lora_targets)  # one stacked adapter per target
+    assert layers[0].lora_a[...].shape[0] == QWEN.num_hidden_layers
+    _stack_adapters(looped, scanned)
+    np.testing.assert_allclose(np.asarray(forward(scanned, TOKENS).logits), np.asarray(forward(looped, TOKENS).logits),
+                               rtol=0, atol=F32.model_atol)
+    plain = peft.merge_and_unload(scanned)  # stacked adapters fold into stacked kernels
+    with jax.default_matmul_precision("float32"):
+        np.testing.assert_allclose(np.asarray(forward(plain, TOKENS).logits),
+                                   np.asarray(forward(scanned, TOKENS).logits), rtol=0, atol=F32.model_atol)
+
+
+def test_scanned_freeze_is_a_row_mask_and_its_frozen_rows_never_move():
+    from cfka_jax.train.optim import OptimConfig, make_optimizer
+    from cfka_jax.train.step import init_state, make_train_step
+
+    scanned = _scanned(_model(QWEN))
+    wrt = peft.trainable_filter(scanned, num_frozen_blocks=2, freeze_embeddings=True)
+    graphdef, params, rest = nnx.split(scanned, nnx.Param, ...)
+    mask = peft.trainable_mask(params, wrt)
+    flat = dict(nnx.to_flat_state(mask))
+    assert flat[("embed_tokens", "embedding")] is False
+    np.testing.assert_array_equal(flat[("layers", "self_attn", "q_proj", "kernel")], [False, False, True])
+    tx = make_optimizer(OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=1, total_steps=4))
+    state = init_state(params, peft.masked_tx(tx, mask))
+    step = make_train_step(graphdef, rest, tx, trainable=mask, donate=False)
+    before = jax.tree.map(np.asarray, params)
+    tokens = jnp.asarray(TOKENS)
+    batch = {"tokens": tokens, "target_mask": jnp.ones_like(tokens)}
+    for _ in range(3):
+        state, metrics = step(state, batch)
+        assert bool(metrics["finite"])
+    after = dict(nnx.to_flat_state(state.params))
+    for path, x in nnx.to_flat_state(before):
+        y = np.asarray(after[path][...])
+        if path[0] == "layers":
+            np.testing.assert_array_equal(y[:2], np.asarray(x[...])[:2], err_msg=f"frozen rows of {path} moved")
+            assert not np.array_equal(y[2], np.asarray(x[...])[2]), f"trained row of {path} did not move"
+        elif path[0] == "embed_tokens":
+            np.testing.assert_array_equal(y, np.asarray(x[...]))
+
+
+def test_scanned_freeze_trains_like_the_looped_freeze():
+    """The same three SGD steps on the looped and the scanned form: every exported tensor agrees to float32
+    rounding. (SGD, not AdamW: Adam's m / √v turns ulp-level gradient differences on near-zero gradients into
+    O(lr) parameter differences, which says nothing about the two forms; the AdamW row mask is the test above.)"""
+    from cfka_jax.train.step import init_state, make_train_step
+
+    tokens = jnp.asarray(TOKENS)
+    batch = {"tokens": tokens, "target_mask": jnp.ones_like(tokens)}
+    tx = optax.sgd(0.5)
+    out = {}
+    for scan in (False, True):
+        model = _scanned(_model(QWEN)) if scan else _model(QWEN)
+        graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+        mask = peft.trainable_mask(params, peft.trainable_filter(model, num_frozen_blocks=2, freeze_embeddings=True))
+        state = init_state(params, peft.masked_tx(tx, mask))
+        step = make_train_step(graphdef, rest, tx, trainable=mask, donate=False)
+        for _ in range(3):
+            state, _ = step(state, batch)
+        out[scan] = family.of(model).export(nnx.merge(graphdef, state.params, rest))
+    assert out[False].keys() == out[True].keys()
+    for key in out[False]:
+        np.testing.assert_allclose(np.asarray(out[True][key]), np.asarray(out[False][key]), rtol=0,
+                                   atol=F32.model_atol, err_msg=key)
+
+
+def test_frozen_block_count_is_checked():
     with pytest.raises(ValueError, match="num_frozen_blocks"):
         peft.trainable_filter(_model(QWEN), num_frozen_blocks=4)
+    with pytest.raises(ValueError, match="num_frozen_blocks"):
+        peft.trainable_filter(_scanned(_model(QWEN)), num_frozen_blocks=4)
 
 
 def test_dropout_acts_in_training_mode_only():

@@ -120,10 +120,12 @@ def test_ewc_and_rho1_run_and_reduce_to_naive(world, tmp_path):
     assert finals["ewc"]["Heldout/ppl"] != finals["naive"]["Heldout/ppl"]
 
 
-@pytest.mark.parametrize("update", ["lora", pytest.param("freeze", marks=pytest.mark.slow)])
-def test_update_modes_train_only_their_weights(world, tmp_path, update):
-    """``--update lora|freeze`` (on a 2-device ``--mesh``): the checkpointed parameters keep every frozen weight
-    of the base model bit for bit and move the trainable ones (LoRA adapters; the unfrozen block)."""
+@pytest.mark.parametrize("update, scan", [("lora", False), ("lora", True),
+                                          pytest.param("freeze", False, marks=pytest.mark.slow)])
+def test_update_modes_train_only_their_weights(world, tmp_path, update, scan):
+    """``--update lora|freeze`` (on a 2-device ``--mesh``; LoRA also on scanned blocks, whose adapters are stacked):
+    the checkpointed parameters keep every frozen weight of the base model bit for bit and move the trainable ones
+    (LoRA adapters; the unfrozen block)."""
     from cfka_jax.models import from_pretrained
     from cfka_jax.runs.folder import RunFolder
     from cfka_jax.experiments.update_flags import updated_model
@@ -133,10 +135,11 @@ def test_update_modes_train_only_their_weights(world, tmp_path, update):
     flags = ["--update", "lora", "--lora-rank", "2"] if update == "lora" else ["--update", "freeze",
                                                                                "--freeze-layers", "0"]
     argv = ["--data", str(world / "corpus"), "--model", str(world / "model"), "--out", str(out), "--preset", "smoke",
-            "--heldout", "0.2", "--no-progress", "--mesh", "data=2", *flags]
+            "--heldout", "0.2", "--no-progress", "--mesh", "data=2", *flags, *(["--scan-layers"] if scan else [])]
     assert cc.main(argv) == 0
     assert json.loads((out / "final.json").read_text())["update"] == update
-    model, _ = updated_model(from_pretrained(str(world / "model")), update, 0 if update == "freeze" else None, 2, 0)
+    model, _ = updated_model(from_pretrained(str(world / "model"), scan_layers=scan), update,
+                             0 if update == "freeze" else None, 2, 0)
     _, init, _ = nnx.split(model, nnx.Param, ...)
     trained, _ = RunFolder(out).checkpoint_params(init)
     flat_init, flat_trained = nnx.to_flat_state(init), dict(nnx.to_flat_state(trained))

@@ -40,15 +40,19 @@ def here(tmp_path, monkeypatch):
 
 
 def test_an_option_the_models_shape_refuses_leaves_out_absent_and_the_corrected_command_runs(world, here, capsys):
-    """``corpus-cpt --update lora --scan-layers`` and ``knowedit --freeze-layers 5`` on a 2-block model were refused
-    after ``config.json`` was written, so the corrected command was then refused as "a run made with other
-    settings". Now nothing is written and the corrected command reaches its run."""
+    """``corpus-cpt`` and ``knowedit --freeze-layers 5`` on a 2-block model were refused after ``config.json`` was
+    written, so the corrected command was then refused as "a run made with other settings". Now nothing is written
+    and the corrected command reaches its run (LoRA on scanned blocks is a run, not a refusal)."""
     out = here / "run"
     corpus = ["corpus-cpt", "--data", str(world["corpus"]), "--model", str(world["model"]), "--out", str(out),
-              "--preset", "smoke", "--update", "lora", "--no-progress"]
-    last = refused([*corpus, "--scan-layers"], here, capsys)
-    assert "--update lora" in last and "--scan-layers" in last and not out.exists()
-    assert reaches_a_write(corpus, here) == str(out)  # the corrected command is not "another run"
+              "--preset", "smoke", "--update", "freeze", "--no-progress"]
+    last = refused([*corpus, "--freeze-layers", "5"], here, capsys)
+    assert "--freeze-layers 5" in last and f"{BLOCKS} blocks" in last and not out.exists()
+    assert reaches_a_write([*corpus, "--freeze-layers", "1"], here) == str(out)  # not "another run"
+    lora = here / "lora"
+    assert reaches_a_write(["corpus-cpt", "--data", str(world["corpus"]), "--model", str(world["model"]), "--out",
+                            str(lora), "--preset", "smoke", "--update", "lora", "--scan-layers", "--no-progress"],
+                           here) == str(lora)
     knowedit = ["knowedit", "--data", str(world["knowedit"]), "--model", str(world["model"]), "--out", str(out),
                 "--preset", "smoke", "--methods", "naive", "--update", "freeze", "--no-progress"]
     last = refused([*knowedit, "--freeze-layers", "5"], here, capsys)
