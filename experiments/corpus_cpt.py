@@ -39,8 +39,9 @@ import json
 import pathlib
 
 import jax.numpy as jnp
+import numpy as np
 
-from cfka_jax.data.batching import EpochBatcher
+from cfka_jax.data.batching import EpochBatcher, packed_batch
 from cfka_jax.data.corpus import CorpusConfig, read_texts, split_heldout, tokenize_texts
 from cfka_jax.data.mixing import mix_replay
 from cfka_jax.data.mmlu import question_sets, read_mc
@@ -54,7 +55,7 @@ from cfka_jax.models import from_pretrained, load_tokenizer
 from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
-from cfka_jax.runs.methods import optimizer_core, train_hooks, with_update
+from cfka_jax.runs.methods import optimizer_core, replay_documents, train_hooks, with_update
 from cfka_jax.runs.presets import CORPUS, Preset, lookup, override
 from cfka_jax.runs.replay import model_replay_made_from, real_replay_config
 from cfka_jax.runs.specs import DTYPES, UPDATES
@@ -132,9 +133,12 @@ class CorpusCPTConfig(PretrainedRunFields):
                              f"{self.heldout_max_docs}")
         CorpusConfig(text_field=self.text_field, max_length=self.max_length or 2, overflow=self.overflow)
         self.scale  # noqa: B018 (validates the overrides)
-        if self.resolved.optimizer != "adamw" and self.opt_state_dtype not in (None, "float32"):
+        if self.resolved.hooks.optimizer is not None and self.opt_state_dtype not in (None, "float32"):
             raise ValueError(f"--opt-state-dtype {self.opt_state_dtype} stores AdamW's moments; --method "
                              f"{self.method!r} trains with {self.resolved.optimizer}, whose state stays float32")
+        if "old_keys" in self.resolved.needs and not (self.mc or self.mc_original):
+            raise ValueError(f"--method {self.method!r} protects the keys of the model's old knowledge, taken on the "
+                             f"original-knowledge questions: give --mc-original FILE (or --mc FILE)")
 
     @property
     def resolved(self) -> Method:
@@ -200,6 +204,20 @@ def corpus_docs(cfg: CorpusCPTConfig, tokenizer) -> tuple[list, list, dict]:
     return train, held, stats
 
 
+def old_key_batches(sets: dict, tokenizer, p: Preset) -> list[dict]:
+    """The old knowledge whose keys a projection protects (``nullspace``, ``gpm``): the original-knowledge questions
+    (set ``Original``, else ``MC``), each question followed by its right answer, packed into up to 8 batches of
+    the CPT batch size (at least one, rows repeated when there are few questions)."""
+    questions = sets.get("Original") or sets.get("MC") or []
+    if not questions:
+        raise ValueError("no original-knowledge questions (--mc-original or --mc) for the old keys")
+    eos = int(tokenizer.eos_token_id)
+    docs = [np.asarray(tokenizer.encode(f"{q.question} {q.choices[q.answer]}"), np.int32) for q in questions]
+    packed = pack(docs, p.seq_len, eos)
+    rows, n = p.cpt.batch, max(1, min(8, packed.num_chunks // p.cpt.batch))
+    return [packed_batch(packed, np.arange(i * rows, (i + 1) * rows) % packed.num_chunks) for i in range(n)]
+
+
 @dataclasses.dataclass(frozen=True)
 class Inputs:
     """Everything a run reads, resolved and checked before ``--out`` is touched (:func:`prepare`)."""
@@ -247,16 +265,21 @@ def run(cfg: CorpusCPTConfig) -> dict:
     folder.start(cfg, p)  # after every check: a refused run leaves --out as it was
     tokenizer, train_docs, model, method = inputs.tokenizer, inputs.train_docs, inputs.model, cfg.resolved
     eos = int(tokenizer.eos_token_id)
-    replay_docs, replay_stats, alpha = [], {}, 1.0
-    if method.mixes:
-        corpus = build_replay(model, train_docs, tokenizer, real_replay_config(method.replay, p, seed=cfg.seed,
+
+    def sampled(kind: str):  # the documents hook's generative replay: a corpus of the base model
+        corpus = build_replay(model, train_docs, tokenizer, real_replay_config(kind, p, seed=cfg.seed,
                               minhash=cfg.minhash), out_dir=folder.path / "replay", made_from=inputs.made_from,
                               flag="--out")
-        replay_docs, replay_stats, alpha = corpus.sequences, corpus.stats, cfg.alpha
+        return corpus.sequences, corpus.stats
+
+    replayed = replay_documents(method, model, sampled)
+    replay_docs, replay_stats, alpha = ([], {}, 1.0) if replayed is None else (*replayed, cfg.alpha)
     mixture, mix_stats = mix_replay(train_docs, replay_docs, alpha, rule="token_share", seed=cfg.seed)
     batcher = EpochBatcher(mixture, seq_len=p.seq_len, eos_id=eos, batch_size=p.cpt.batch, seed=cfg.seed + 1)
     factory = evaluator_factory(cfg, pack(inputs.held_docs, p.seq_len, eos), inputs.sets, inputs.dev, tokenizer)
-    hooks = train_hooks(method, model, batcher, compute_dtype=DTYPES[cfg.dtype])  # from the base model
+    hook_stats = {}
+    hooks = train_hooks(method, model, batcher, compute_dtype=DTYPES[cfg.dtype], stats=hook_stats,  # base model
+                        key_batches=lambda: old_key_batches(inputs.sets, tokenizer, p))
     model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
     hooks = with_update(hooks, model, cfg.update)
     opt = dataclasses.replace(p.cpt.optim(), state_dtype=cfg.opt_state_dtype or "float32")
@@ -264,11 +287,11 @@ def run(cfg: CorpusCPTConfig) -> dict:
                        folder=folder, evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable,
                        mesh=inputs.mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
                        loss_chunk=cfg.loss_chunk, final_checkpoint=cfg.final_checkpoint,
-                       optimizer=optimizer_core(method, opt), guard=cfg.guard,
+                       optimizer=optimizer_core(method, opt), guard=cfg.guard, post_update=hooks.post_update,
                        consume=hooks.penalty is None and hooks.loss_fn is token_nll_loss)
     extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update,
              "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
-             "corpus": inputs.corpus_stats}
+             "corpus": inputs.corpus_stats, **hook_stats}
     final = finish_run(folder, factory(trained.graphdef, trained.rest), trained, extra).final
     (folder.path / "summary.md").write_text(summary_markdown(cfg, trained.eval_at(0), final))
     return final

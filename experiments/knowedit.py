@@ -42,7 +42,7 @@ from cfka_jax.models import from_pretrained, load_tokenizer
 from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
-from cfka_jax.runs.methods import optimizer_core, train_hooks, with_update
+from cfka_jax.runs.methods import optimizer_core, replay_documents, train_hooks, with_update
 from cfka_jax.runs.presets import KNOWEDIT, Preset, lookup, override
 from cfka_jax.runs.replay import model_replay_made_from, real_replay_config
 from cfka_jax.runs.specs import DTYPES, UPDATES
@@ -108,7 +108,7 @@ class KnowEditRun(PretrainedRunFields):
             except ValueError as e:
                 raise ValueError(f"--methods {name!r}: {e}") from e
             check_loss_chunk(self.loss_chunk, self.resolved(name), flag="--methods")
-            if self.resolved(name).optimizer != "adamw" and self.opt_state_dtype not in (None, "float32"):
+            if self.resolved(name).hooks.optimizer is not None and self.opt_state_dtype not in (None, "float32"):
                 raise ValueError(f"--opt-state-dtype {self.opt_state_dtype} stores AdamW's moments; --methods "
                                  f"{name!r} trains with {self.resolved(name).optimizer}, whose state stays float32")
         if not 0.0 < self.alpha < 1.0:
@@ -189,8 +189,9 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
     p, folder = cfg.scale, RunFolder(pathlib.Path(cfg.out) / cfg.run_name(method))
     folder.start(cfg, p)
     docs, mixture, resolved = data.new_docs, {}, cfg.resolved(method)
-    if resolved.mixes:
-        docs, mixture = mix_replay(data.new_docs, replay[resolved.replay], cfg.alpha, rule=MIXING_RULES[cfg.mixing],
+    replayed = replay_documents(resolved, None, lambda kind: (replay[kind], {}))  # corpora built up front
+    if replayed is not None:
+        docs, mixture = mix_replay(data.new_docs, replayed[0], cfg.alpha, rule=MIXING_RULES[cfg.mixing],
                                    seed=cfg.seed)
     batcher = EpochBatcher(docs, seq_len=p.seq_len, eos_id=data.eos_id, batch_size=p.cpt.batch, seed=cfg.seed + 1)
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat))

@@ -79,12 +79,15 @@ class Config(StreamSpec):
 
 
 FLAGS = Flags(Config, prog="cfka stream", description=__doc__.split("\n\n")[0],
-              choices={"preset": lambda: list(BIOGRAPHY), "methods": lambda: STREAM_METHODS,
+              choices={"preset": lambda: list(BIOGRAPHY),
                        "rewarm": lambda: REWARM, "decay": lambda: DECAYS, "metric": lambda: METRICS,
                        "arch": lambda: list(ARCHS), "gpm_embeddings": lambda: GPM_EMBEDDINGS},
               names={"methods": "method"},
               help={"preset": "Biography scale (runs/presets.py BIOGRAPHY)", "stages": "number T of CPT stages",
-                    "methods": "one method, or a comma list with one per stage",
+                    "methods": "one method, or a comma list with one per stage: a name of the one registry "
+                               "(runs/method.py) or a '+' composition such as 'stoc + ewc' (options in a name are "
+                               "separated by spaces: 'lwf(T=2 weight=0.5)'); the stream runs "
+                               + ", ".join(STREAM_METHODS),
                     "alpha": "new-data fraction of replay stages (0.95 = 5 % replay)",
                     "rewarm": "rewarm: every stage warms up and decays again; none: later stages continue at the "
                               "min LR",

@@ -23,7 +23,7 @@ from cfka_jax.data.temporalwiki import synthetic_periods
 from cfka_jax.data.tokenize import load_tokenizer, train_word_tokenizer
 from cfka_jax.provenance import KEY, check_made_from, fingerprint, tokenizer_fingerprint
 from cfka_jax.experiments import taalm_report as report
-from cfka_jax.runs.method import resolve
+from cfka_jax.runs.method import method_options, resolve
 
 _RESUMABLE = ("progress", "methods", "twiki_methods", "out")
 
@@ -138,7 +138,7 @@ def lama_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, handle: PhiHan
         if path.exists():
             results[name] = _read(path)
             continue
-        method = resolve(name, "ckl")
+        method = resolve(name, "ckl", method_options(rho_k=cfg.ckl.rho_k))
         t0 = time.perf_counter()
         theta = build_theta(model, method, cfg.theta_lora, cfg.ckl.kadapter, lora_seed=cfg.lora_seed)
         res = run_lama_ckl(theta, method, stream, probes, cfg.ckl, review=review)
@@ -170,7 +170,7 @@ def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, se
             if not isinstance(results[name], list) or not results[name]:
                 raise ValueError(f"{path}: expected a non-empty JSON list of periods (a damaged result file)")
             continue
-        method = resolve(name, "ckl")
+        method = resolve(name, "ckl", method_options(rho_k=cfg.twiki.rho_k))
         theta = build_theta(model, method, cfg.theta_lora, cfg.twiki.kadapter, lora_seed=cfg.lora_seed)
         results[name] = run_temporalwiki(theta, method, periods, cfg.twiki, review=review)
         _json(path, results[name])

@@ -1,5 +1,6 @@
 """The LAMA-CKL and TemporalWiki protocols (spec taalm.md §5.4, §8) for any method the one registry
-resolves for the CKL recipe (``runs/method.resolve(name, "ckl")``; its hooks are read by ``ckl_methods``).
+resolves for the CKL recipe (``runs/method.resolve(name, "ckl")``); its hooks are called with the context of
+``ckl_methods``.
 
 LAMA-CKL: θ0 trains on the TO-LEARN evidence for ``epochs`` epochs (batch 64, AdamW lr 1e-4, wd 0.01, no
 schedule, one optimiser for the whole run); the probe sets are scored (``eval.knowledge_probes``) before training
@@ -25,8 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from cfka_jax.continual.ckl_methods import (CKLMethod, Theta, method_loss, method_tx, mix_review, rho_reference,
-                                            with_token_weights)
+from cfka_jax.continual.ckl_methods import Theta, method_objective, method_tx, review_of
+from cfka_jax.continual.method import Method
 from cfka_jax.continual.kadapter import KAdapterConfig
 from cfka_jax.data.ckl_encode import Encoded, pad_batch
 from cfka_jax.eval.knowledge_probes import ckl_summary, evaluate_probes, make_probe_scorer
@@ -111,13 +112,13 @@ class Trainer:
     ``put`` turns each numpy batch field into a device array (``jnp.asarray``; a mesh run places the rows over
     the batch axes instead); ``state`` and ``key`` are what a resumable run checkpoints."""
 
-    def __init__(self, theta: Theta, method: CKLMethod, cfg: CKLConfig, total_updates: int, *,
+    def __init__(self, theta: Theta, method: Method, cfg: CKLConfig, total_updates: int, *,
                  put: Callable = jnp.asarray):
         self.theta, self.method, self.cfg, self.put = theta, method, cfg, put
         self.tx = method_tx(method, lr=cfg.lr, total_updates=total_updates, weight_decay=cfg.weight_decay,
                             recadam_reference_groups=cfg.recadam_reference_groups)
-        self.step = make_step(theta, method_loss(method, cfg.rho_k), self.tx)
-        self.ref_nll = rho_reference(theta) if method.token_loss == "rho1" else None
+        loss_fn, self.add = method_objective(method, theta)  # before training: θ0 = θ's start values
+        self.step = make_step(theta, loss_fn, self.tx)
         self.scorer = make_probe_scorer(lambda p, batch: theta.logits(p[0], p[1], batch, None))
         self.key = jax.random.key(cfg.seed)
         self.state = init_state(jax.tree.map(jnp.copy, theta.train), self.tx)
@@ -128,7 +129,7 @@ class Trainer:
     def batches(self, stream: Stream, review: Stream | None, epoch: int):
         cfg, n_review = self.cfg, 0
         length = stream.docs.max_len
-        if mix_review(self.method):
+        if review is not None:
             n_review = max(1, int(round(cfg.batch_size * cfg.review_ratio)))
             length = max(length, review.docs.max_len)
         train_rows = epoch_batches(len(stream.docs), cfg.batch_size, epoch, cfg.seed, cfg.fixed_epoch_order)
@@ -145,9 +146,8 @@ class Trainer:
 
         def batch_at(t: int):
             batch = {k: self.put(v) for k, v in batches[t].items()}
-            batch = with_token_weights(self.method, batch, batch.pop("phi_weights"))
-            if self.ref_nll is not None:
-                batch["ref_nll"] = self.ref_nll(batch)
+            batch = self.add(batch)
+            batch.pop("phi_weights")
             self.key, sub = jax.random.split(self.key)
             return batch, sub if self.cfg.dropout else None
 
@@ -174,15 +174,16 @@ def updates_per_epoch(n_docs: int, cfg: CKLConfig) -> int:
     return -(-n_docs // cfg.batch_size)
 
 
-def run_lama_ckl(theta: Theta, method: CKLMethod, stream: Stream, probes: dict[str, Encoded], cfg: CKLConfig, *,
+def run_lama_ckl(theta: Theta, method: Method, stream: Stream, probes: dict[str, Encoded], cfg: CKLConfig, *,
                  review: Stream | None = None, on_point: Callable | None = None) -> dict:
     """LAMA-CKL for one method. ``probes`` must hold ``to_learn`` and ``not_to_forget``.
 
     Returns:
         ``{"history": [per point k: epoch, train_loss, <set>/acc, <set>/nll], "summary": ckl_summary(...)}``.
     """
-    if mix_review(method) and review is None:
+    if method.hooks.documents is not None and review is None:
         raise ValueError(f"{method.name} needs review documents")
+    review = review_of(method, review)
     trainer = Trainer(theta, method, cfg, cfg.epochs * updates_per_epoch(len(stream.docs), cfg))
     history = [{"epoch": 0, "train_loss": float("nan"), **trainer.score(probes)}]
     if on_point is not None:
@@ -206,11 +207,12 @@ class Period:
     unchanged: Encoded
 
 
-def run_temporalwiki(theta: Theta, method: CKLMethod, periods: list[Period], cfg: CKLConfig, *,
+def run_temporalwiki(theta: Theta, method: Method, periods: list[Period], cfg: CKLConfig, *,
                      review: Stream | None = None) -> list[dict]:
     """TemporalWiki for one method (module docstring); one record per period with before/after NLL and acc."""
     per_period = max(cfg.epochs * updates_per_epoch(len(p.stream.docs), cfg) for p in periods)
     trainer = Trainer(theta, method, cfg, per_period)  # the optimiser (and RecAdam's schedule) restarts per period
+    review = review_of(method, review)
     out = []
     for p in periods:
         probes = {"changed": p.changed, "unchanged": p.unchanged}

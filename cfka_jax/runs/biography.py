@@ -145,7 +145,7 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     _check_pt(spec, p, pt)
     methods.check_token_weights(spec)
     if loss_fn is not None and (spec.token_weights is not None or spec.energy_tau is not None
-                                or spec.resolved.token_loss != "nll"):
+                                or spec.resolved.hooks.token_objective is not None):
         raise ValueError("a loss_fn was given and the spec names a token objective (token_weights / energy_tau / "
                          "a method's token loss such as rho1)")
     folder.check(spec, p)
@@ -154,21 +154,18 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     objective, add_weights = methods.token_objective(spec, len(bundle.tokenizer), bundle.tokenizer)
     model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
     params = _pt_params(spec, p, pt, model, bundle)
-    if spec.resolved.generative:  # a corpus sampled from another PT run or tokenizer: refused before writing
+    if any(n.startswith("generative_replay:") for n in spec.resolved.needs):  # sampled elsewhere: refused first
         check_replay(spec.replay_folder, bundle, spec.pt_folder)
     folder.start(spec, p)
     nnx.update(model, params)
-    docs, replay_stats = methods.cpt_documents(spec, bundle, model)  # replay is sampled from the PT model
-    method = spec.resolved
-    penalty, penalty_args = methods.ewc_setup(spec, bundle, model) if method.penalty == "ewc" else (None, None)
-    if init_params is not None:
-        nnx.update(model, init_params)
-    if method.token_loss != "nll":  # RHO-1: the reference is θ0, the parameters CPT starts from
-        objective, add_weights = methods.method_objective(method, model, DTYPES[spec.dtype])
+    hooks = methods.cpt_hooks(spec, bundle, model, DTYPES[spec.dtype], init_params)  # PT model; θ0 = the start
+    if hooks.objective is not None:
+        objective, add_weights = hooks.objective
     model, trainable = methods.update_mode(spec, p, model)
+    penalty = hooks.penalty
     if penalty is not None and spec.update == "lora":
         penalty = methods.lora_effective_penalty(model, penalty)
-    batcher = EpochBatcher(docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=p.cpt.batch,
+    batcher = EpochBatcher(hooks.docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=p.cpt.batch,
                            seed=spec.seed + 1, doc_mask=bundle.config.doc_mask)
     fta = _fta_factory(bundle, {"Original": "pt_test", "Continual": "cpt_test"}, spec.dtype, p.eval_batch)
     extra = {**methods.objective_evaluators(spec, bundle), **(extra_evaluators or {})}
@@ -176,9 +173,9 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     opt = p.cpt.optim()
     run = train_lm(model, lambda t: add_weights(batcher(t)), opt=opt,
                    loop=p.cpt.loop(progress=spec.progress), folder=folder, evaluate_factory=factory,
-                   penalty=penalty, penalty_args=penalty_args, loss_fn=loss_fn or objective,
-                   trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=mesh,
-                   optimizer=methods.optimizer_core(method, opt))
+                   penalty=penalty, penalty_args=hooks.penalty_args, loss_fn=loss_fn or objective,
+                   trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=mesh, post_update=hooks.post_update,
+                   optimizer=methods.optimizer_core(spec.resolved, opt))
     em = _em(run, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, spec.seed, spec.dtype)
     return finish_run(folder, factory(run.graphdef, run.rest), run,
-                      {"epochs": p.cpt.steps / batcher.steps_per_epoch, **em, **replay_stats})
+                      {"epochs": p.cpt.steps / batcher.steps_per_epoch, **em, **hooks.stats})

@@ -48,7 +48,7 @@ import numpy as np
 from cfka_jax import jsonio
 from cfka_jax.continual import peft
 from cfka_jax.continual.ckl import CKLConfig, Stream, Trainer, updates_per_epoch
-from cfka_jax.continual.ckl_methods import Theta, build_theta, mix_review, phi_weighted
+from cfka_jax.continual.ckl_methods import Theta, build_theta, needs_phi, review_of
 from cfka_jax.continual.ckl_setup import meta_setup, merged_phi
 from cfka_jax.continual.peft import LoRAConfig
 from cfka_jax.continual.taalm import MetaTrainConfig, PhiConfig, doc_weights, load_phi, meta_train, save_phi
@@ -62,7 +62,7 @@ from cfka_jax.eval.knowledge_probes import ckl_summary
 from cfka_jax.parallel.mesh import mesh_of, parse_mesh
 from cfka_jax.parallel.rules import batch_sharding, place, tree_shardings
 from cfka_jax.provenance import KEY, check_made_from, tokenizer_fingerprint
-from cfka_jax.runs.method import Method, resolve_each
+from cfka_jax.runs.method import Method, method_options, resolve_each
 from cfka_jax.runs.specs import DTYPES, UPDATES, check_update_options
 from cfka_jax.train.checkpoint import CheckpointDir
 
@@ -112,7 +112,7 @@ class RealCKLSpec:
             object.__setattr__(self, "methods", tuple(self.methods))
         if (self.lama_ckl is None) == (self.temporalwiki is None):
             raise ValueError("give exactly one of --lama-ckl DIR and --temporalwiki DIR")
-        resolve_each(self.methods, "ckl", flag="--methods")
+        self.resolved  # noqa: B018 (resolves every method: unknown or unavailable components fail here)
         if len(set(self.methods)) != len(self.methods):
             raise ValueError(f"--methods: a method repeats in {self.methods}")
         if self.update not in UPDATES:
@@ -138,12 +138,14 @@ class RealCKLSpec:
 
     @property
     def needs_phi(self) -> bool:
-        return any(phi_weighted(m) for m in self.resolved)
+        return any(needs_phi(m) for m in self.resolved)
 
     @property
     def resolved(self) -> tuple[Method, ...]:
-        """The methods of ``methods``, resolved by the one registry (``runs/method``, the CKL recipe)."""
-        return resolve_each(self.methods, "ckl", flag="--methods")
+        """The methods of ``methods``, resolved by the one registry (``runs/method``) for LAMA-CKL or TemporalWiki
+        (whose documents carry no object: no Oracle), with ``ckl.rho_k``."""
+        return resolve_each(self.methods, "ckl" if self.lama_ckl is not None else "temporalwiki", flag="--methods",
+                            options=method_options(rho_k=self.ckl.rho_k))
 
     @property
     def lora(self) -> LoRAConfig:
@@ -243,7 +245,7 @@ def check_theta(spec: RealCKLSpec, model) -> None:
 
 def theta_for(base, method: Method, spec: RealCKLSpec) -> Theta:
     """θ0 of ``method`` under ``spec.update`` (module docstring)."""
-    if method.update == "kadapter" or spec.update == "lora":
+    if method.hooks.update is not None or spec.update == "lora":
         return build_theta(base, method, spec.lora, spec.ckl.kadapter)
     model = nnx.clone(base)
     if spec.update == "full":
@@ -445,7 +447,7 @@ def run_lama(spec: RealCKLSpec) -> dict:
         trainer = Trainer(theta, method, spec.ckl, spec.ckl.epochs * updates_per_epoch(len(stream.docs), spec.ckl),
                           put=where.put())
         history = resumable_lama(out / "lama" / slug(name), trainer, stream, probes,
-                                 review if mix_review(method) else None, spec.ckl.epochs)
+                                 review_of(method, review), spec.ckl.epochs)
         summary = ckl_summary([h["to_learn/acc"] for h in history], [h["not_to_forget/acc"] for h in history])
         res = {"history": history, "summary": summary, "wall_s": time.perf_counter() - t0,
                "empty_object_masks": {"evidence": stream.docs.empty, **{k: v.empty for k, v in probes.items()}}}

@@ -1,151 +1,104 @@
-"""One continual-learning ``Method``, resolved once from its name by one registry, used by every recipe.
+"""The one method registry: names, aliases and ``+`` parsing. A name resolves once to a composed
+:class:`continual.method.Method` (components carrying their hooks as callables, ``continual/method.py``), checked
+against the recipe that will run it. This module is the only place where method names are compared.
 
-A method is one choice per hook of a CPT run; the algorithms stay in ``continual/`` (and ``data/mixing``), this
-module only names and composes them:
-
-=================  ==============  ==============================================  ==============================
-hook               field           values                                          algorithm
-=================  ==============  ==============================================  ==============================
-documents/mixing   ``replay``      None, replay-all, replay-half (real old data),  ``data/mixing``,
-                                   replay-stream (streams: PT + earlier stages'    ``continual/replay``,
-                                   data at token share 1 − α), stoc, random,       ``continual/ckl``
-                                   lamol, … (generative), mix-review (CKL:
-                                   review documents per batch)
-penalty            ``penalty``     None, ewc: (λ/2) Σ F (θ − θ*)²                  ``continual/ewc``
-per-token loss     ``token_loss``  nll, rho1 (excess loss against θ0), taalm       ``train/losses``,
-                                   (φ-weighted TWPPL), oracle, uniform             ``continual/rho1``, ``taalm``
-trainable mask     ``update``      None (the recipe's ``--update full|freeze|      ``continual/peft``,
-                                   lora``), kadapter                               ``continual/kadapter``
-optimiser          ``optimizer``   adamw, recadam, gpm (AdamW updates projected    ``train/optim``,
-                                   off earlier tasks' bases)                       ``continual/recadam``,
-                                                                                   ``continual/gpm``
-=================  ==============  ==============================================  ==============================
-
-Names compose with ``+`` (``stoc + ewc``, ``TAALM + K-Adapter + Mix-review + RecAdam``); two components that
-fill the same hook are refused. The CKL table's names (``Finetune``, ``RHO-1``, ``K-Adapter (dropout 0.1)``,
-``RHO-1 (taalm_code)``, …) are aliases of the same components. :func:`resolve` checks the method against the
-recipe's :data:`RECIPES` row (which hooks that recipe can honour), so a method a recipe cannot run fails before
-anything is built, naming the component and the recipe. The energy-masking objective and φ weights of a Biography
-run are spec fields (``runs/methods.token_objective``), not method names: they combine with any method here.
+* a component is one registry line: name → factory ``(MethodOptions, **options in the name) → Component``
+  (``continual/components.py`` for EWC, replay, Mix-review, RHO-1, the TWPPL objectives, RecAdam, K-Adapter, GPM;
+  ``continual/lwf.py``; ``continual/nullspace.py``);
+* names compose with ``+`` (``stoc + ewc``, ``stoc + lwf``, ``TAALM + K-Adapter + Mix-review + RecAdam``); two
+  components filling the same hook are refused (``continual/method.compose``);
+* a component's own options go in its name: ``lwf(T=2 weight=0.5)``, ``nullspace(tol=1e-3)``, ``gpm(threshold=0.99)``
+  (separated by spaces, commas or semicolons; in a comma list of names, such as a stream's ``--method``, use
+  spaces); the CKL table's ``K-Adapter (dropout 0.1)`` and ``RHO-1 (taalm_code)`` set ``MethodOptions`` fields;
+* the CKL table's spellings (``Finetune``, ``RHO-1``, ``K-Adapter``) are aliases, matched case-insensitively as
+  the component names are;
+* which components a recipe runs is derived from the hooks it calls and the context it provides (each recipe
+  module's ``RECIPES``: ``runs/contexts.py`` for Biography, corpus CPT and KnowEdit, ``runs/stream.py``,
+  ``continual/ckl_methods.py``), never listed by hand.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import importlib
 import re
 
+from cfka_jax.continual import components as C
+from cfka_jax.continual.method import EWC_FISHERS, RHO_MODES, Method, MethodOptions, Recipe, compose
 from cfka_jax.runs.replay import GENERATIVE
 
-HOOKS = ("replay", "penalty", "token_loss", "update", "optimizer")
-COMPONENTS: dict[str, dict[str, str]] = {
-    "naive": {},
-    "ewc": {"penalty": "ewc"},
-    "replay-all": {"replay": "replay-all"},
-    "replay-half": {"replay": "replay-half"},
-    "replay": {"replay": "replay-stream"},
-    **{kind: {"replay": kind} for kind in GENERATIVE},
-    "mix-review": {"replay": "mix-review"},
-    "rho1": {"token_loss": "rho1"},
-    "taalm": {"token_loss": "taalm"},
-    "oracle": {"token_loss": "oracle"},
-    "uniform": {"token_loss": "uniform"},
-    "recadam": {"optimizer": "recadam"},
-    "kadapter": {"update": "kadapter"},
-    "gpm": {"optimizer": "gpm"},
+__all__ = ["COMPONENTS", "ALIASES", "EWC_FISHERS", "RHO_MODES", "Method", "MethodOptions", "Recipe", "resolve",
+           "resolve_each", "method_options", "recipe", "recipe_components"]
+
+COMPONENTS = {
+    "naive": C.naive,
+    "ewc": C.ewc,
+    "replay-all": C.real_replay("all", "replay-all"),
+    "replay-half": C.real_replay("half", "replay-half"),
+    "replay": C.real_replay("stream", "replay", tag="replay-stream"),
+    **{kind: C.generative_replay(kind) for kind in GENERATIVE},
+    "mix-review": C.mix_review,
+    "rho1": C.rho1,
+    "taalm": C.taalm,
+    "oracle": C.oracle,
+    "uniform": C.uniform,
+    "recadam": C.recadam,
+    "kadapter": C.kadapter,
+    "gpm": C.gpm_component,
 }
-"""The one registry: component name → the hooks it fills (every other hook keeps its default)."""
+"""The one registry: component name → its factory (every hook a component leaves unfilled keeps the recipe's
+default)."""
 ALIASES = {"finetune": "naive", "rho-1": "rho1", "k-adapter": "kadapter"}
 """The CKL table's spellings (matched case-insensitively, as are the component names)."""
-DEFAULTS = {"replay": None, "penalty": None, "token_loss": "nll", "update": None, "optimizer": "adamw"}
-
-_PT_REPLAY = (None, "replay-all", "replay-half", *GENERATIVE)
-_HF_REPLAY = (None, "stoc", "lamol", "random")
-RECIPES: dict[str, dict[str, tuple]] = {
-    "biography": {"replay": _PT_REPLAY, "penalty": (None, "ewc"), "token_loss": ("nll", "rho1"),
-                  "update": (None,), "optimizer": ("adamw", "recadam")},
-    "corpus": {"replay": _HF_REPLAY, "penalty": (None, "ewc"), "token_loss": ("nll", "rho1"), "update": (None,),
-               "optimizer": ("adamw", "recadam")},
-    "knowedit": {"replay": _HF_REPLAY, "penalty": (None, "ewc"), "token_loss": ("nll", "rho1"),
-                 "update": (None,), "optimizer": ("adamw", "recadam")},
-    "ckl": {"replay": (None, "mix-review"), "penalty": (None,),
-            "token_loss": ("nll", "rho1", "taalm", "oracle", "uniform"), "update": (None, "kadapter"),
-            "optimizer": ("adamw", "recadam")},
-    "stream": {"replay": (None, "replay-stream", *GENERATIVE), "penalty": (None, "ewc"), "token_loss": ("nll",),
-               "update": (None,), "optimizer": ("adamw", "gpm")},
-}
-"""Per recipe, the values of each hook it runs (Biography / corpus / KnowEdit train through ``runs/engine.train_lm``
-with AdamW or RecAdam, ``runs/methods.optimizer_core``; K-Adapter stays with the CKL protocols: its forward has no
-KV-cached decoding and no packed-document segments, which the Biography EM and the packed CPT steps need; the CKL protocols through ``continual/ckl.Trainer``, which takes an optimiser and K-Adapter's θ but
-no penalty operands; the task streams of ``runs/stream`` one component per stage)."""
+BUILTIN_RECIPES = ("cfka_jax.runs.contexts", "cfka_jax.runs.stream", "cfka_jax.continual.ckl_methods")
+"""The modules whose ``RECIPES`` declare the recipes (the hooks each calls, the context it provides)."""
 
 _KADAPTER_DROPOUT = re.compile(r"k-adapter \(dropout ([0-9]*\.?[0-9]+)\)")
 _RHO_MODE = re.compile(r"rho-1 \((faithful|taalm_code)\)")
-RHO_MODES = ("faithful", "taalm_code")
-EWC_FISHERS = ("code", "per_example")
+_WITH_OPTIONS = re.compile(r"([a-z0-9_\-]+)\s*\((.*)\)")
+_OPTION = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*([^\s,;=()]+)\s*[,;]?")
 
 
-@dataclasses.dataclass(frozen=True)
-class MethodOptions:
-    """The numbers a method's hooks read (defaults: the Biography spec's EWC, the CKL reference's RHO-1).
+def recipe(name: str | Recipe) -> Recipe:
+    """The declared :class:`Recipe` of ``name`` (or ``name`` itself).
 
-    ``ewc_lambda`` λ ≥ 0, ``ewc_fisher`` code | per_example (``continual/ewc``), ``ewc_batches`` old-data batches
-    of the Fisher; ``rho_k`` ∈ (0, 1] the kept fraction of target tokens and ``rho_mode`` faithful | taalm_code
-    (``continual/rho1``); ``kadapter_dropout`` overrides K-Adapter's dropout.
+    Raises:
+      ValueError: an unknown recipe name.
     """
-
-    ewc_lambda: float = 1e3
-    ewc_fisher: str = "code"
-    ewc_batches: int = 8
-    rho_k: float = 0.6
-    rho_mode: str = "faithful"
-    kadapter_dropout: float | None = None
-
-    def __post_init__(self):
-        if isinstance(self.ewc_lambda, bool) or not (isinstance(self.ewc_lambda, (int, float))
-                                                     and math.isfinite(self.ewc_lambda) and self.ewc_lambda >= 0):
-            raise ValueError(f"ewc_lambda must be a finite number >= 0 (a negative λ rewards drift), "
-                             f"got {self.ewc_lambda!r}")
-        if self.ewc_fisher not in EWC_FISHERS:
-            raise ValueError(f"ewc_fisher must be one of {EWC_FISHERS}, got {self.ewc_fisher!r}")
-        if isinstance(self.ewc_batches, bool) or not isinstance(self.ewc_batches, int) or self.ewc_batches < 1:
-            raise ValueError(f"ewc_batches must be an integer >= 1, got {self.ewc_batches!r}")
-        if isinstance(self.rho_k, bool) or not (isinstance(self.rho_k, (int, float)) and math.isfinite(self.rho_k)
-                                                and 0 < self.rho_k <= 1):
-            raise ValueError(f"rho_k (the kept fraction of target tokens) must be in (0, 1], got {self.rho_k!r}")
-        if self.rho_mode not in RHO_MODES:
-            raise ValueError(f"rho_mode must be one of {RHO_MODES}, got {self.rho_mode!r}")
+    if isinstance(name, Recipe):
+        return name
+    known = []
+    for mod in BUILTIN_RECIPES:  # in order, stopping at the first match (a module may still be importing)
+        for r in importlib.import_module(mod).RECIPES:
+            if r.name == name:
+                return r
+            known.append(r.name)
+    raise ValueError(f"unknown recipe {name!r}; one of {sorted(known)}")
 
 
-@dataclasses.dataclass(frozen=True)
-class Method:
-    """A resolved method: its name, one value per hook (module table) and the options its hooks read."""
+def _value(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
 
-    name: str
-    replay: str | None = None
-    penalty: str | None = None
-    token_loss: str = "nll"
-    update: str | None = None
-    optimizer: str = "adamw"
-    options: MethodOptions = MethodOptions()
 
-    @property
-    def generative(self) -> bool:
-        """Replay sampled from the model (STOC, Random, LAMOL and the prompt controls)."""
-        return self.replay in GENERATIVE
+def _options_in(part: str, body: str) -> dict:
+    given, pos = {}, 0
+    while pos < len(body):
+        m = _OPTION.match(body, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f"{part!r}: options must read key=value (e.g. lwf(T=2 weight=0.5)), got {body!r}")
+        given[m.group(1)], pos = _value(m.group(2)), m.end()
+    return given
 
-    @property
-    def real_replay(self) -> str | None:
-        """``all`` / ``half`` for replay of real old data, else None."""
-        return self.replay.split("-")[1] if self.replay in ("replay-all", "replay-half") else None
 
-    @property
-    def mixes(self) -> bool:
-        """The training documents are new data mixed with replay at new-data fraction α."""
-        return self.replay is not None and self.replay != "mix-review"
-
-def _component(part: str, options: dict) -> str:
-    """The registry key of one ``+``-separated part; a parenthesised option moves into ``options``."""
+def _part(part: str, options: dict) -> tuple[str, dict]:
+    """(the registry key, options given in the name) of one ``+``-separated part; the CKL table's parenthesised
+    options move into ``options`` (``MethodOptions`` fields)."""
     low = part.strip().lower()
     m = _KADAPTER_DROPOUT.fullmatch(low)
     if m:
@@ -153,40 +106,47 @@ def _component(part: str, options: dict) -> str:
     m = _RHO_MODE.fullmatch(low)
     if m:
         low, options["rho_mode"] = "rho-1", m.group(1)
-    return ALIASES.get(low, low)
+    given = {}
+    m = _WITH_OPTIONS.fullmatch(part.strip())
+    if m and m.group(1).lower() in (*COMPONENTS, *ALIASES):
+        low, given = m.group(1).lower(), _options_in(part.strip(), m.group(2))
+    return ALIASES.get(low, low), given
 
 
-def resolve(name: str, recipe: str, options: MethodOptions | None = None) -> Method:
-    """The :class:`Method` of ``name`` for ``recipe`` (a key of :data:`RECIPES`), resolved once.
+def resolve(name: str, recipe_name: str | Recipe, options: MethodOptions | None = None) -> Method:
+    """The :class:`Method` of ``name`` for the recipe (a name of a declared recipe, or a :class:`Recipe`).
 
     Raises:
-      ValueError: an unknown recipe or component, two components filling the same hook, or a hook value the
-        recipe cannot run (the message names the component and the recipe's choices).
+      ValueError: an unknown recipe or component, a bad option, two components filling the same hook, or a
+        component the recipe cannot run (the message names the component, the recipe and what it lacks).
     """
-    if recipe not in RECIPES:
-        raise ValueError(f"unknown recipe {recipe!r}; one of {sorted(RECIPES)}")
+    rec = recipe(recipe_name)
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"method name must be a non-empty string, got {name!r}")
     opts = dataclasses.asdict(options or MethodOptions())
-    fields, filled_by = dict(DEFAULTS), {}
+    parts = []
     for part in name.split("+"):
-        key = _component(part, opts)
+        key, given = _part(part, opts)
         if key not in COMPONENTS:
             raise ValueError(f"unknown method component {part.strip()!r} in {name!r}; components: "
                              f"{sorted(COMPONENTS)} (CKL spellings {sorted(ALIASES)} too)")
-        for hook, value in COMPONENTS[key].items():
-            if hook in filled_by:
-                raise ValueError(f"{name!r}: {filled_by[hook]!r} and {part.strip()!r} both set the {hook} hook")
-            fields[hook], filled_by[hook] = value, part.strip()
-    row = RECIPES[recipe]
-    for hook in HOOKS:
-        if fields[hook] not in row[hook]:
-            raise ValueError(f"method {name!r}: {filled_by.get(hook, hook)!r} ({hook} = {fields[hook]}) is not "
-                             f"available in the {recipe} recipe; its components: {list(recipe_components(recipe))}")
-    return Method(name.strip(), **fields, options=MethodOptions(**opts))
+        parts.append((key, given))
+    final = MethodOptions(**opts)
+    comps = []
+    for key, given in parts:
+        try:
+            comps.append(COMPONENTS[key](final, **given))
+        except TypeError as err:  # an option the factory does not take
+            raise ValueError(f"{name!r}: {err}") from None
+    method = compose(name.strip(), comps, final)
+    try:
+        return rec.check(method)
+    except ValueError as err:
+        raise ValueError(f"{err}; its components: {list(recipe_components(rec))}") from None
 
 
-def resolve_each(names, recipe: str, *, flag: str, options: MethodOptions | None = None) -> tuple[Method, ...]:
+def resolve_each(names, recipe_name: str | Recipe, *, flag: str,
+                 options: MethodOptions | None = None) -> tuple[Method, ...]:
     """:func:`resolve` of every name of a recipe's method list; an error names ``flag``.
 
     Raises:
@@ -196,7 +156,7 @@ def resolve_each(names, recipe: str, *, flag: str, options: MethodOptions | None
     if not names:
         raise ValueError(f"{flag}: no method given")
     try:
-        return tuple(resolve(n, recipe, options) for n in names)
+        return tuple(resolve(n, recipe_name, options) for n in names)
     except ValueError as err:
         raise ValueError(f"{flag}: {err}") from None
 
@@ -206,7 +166,7 @@ def method_options(**given) -> MethodOptions:
     return MethodOptions(**{k: v for k, v in given.items() if v is not None})
 
 
-def recipe_components(recipe: str) -> tuple[str, ...]:
-    """The registry components ``recipe`` runs (for ``--method`` help and choices)."""
-    row = RECIPES[recipe]
-    return tuple(k for k, v in COMPONENTS.items() if all(x in row[h] for h, x in v.items()))
+def recipe_components(recipe_name: str | Recipe) -> tuple[str, ...]:
+    """The registry components ``recipe`` runs, derived from its hooks and context (for ``--method`` help)."""
+    rec = recipe(recipe_name)
+    return tuple(k for k, make in COMPONENTS.items() if rec.refusal(make(MethodOptions())) is None)

@@ -1,23 +1,18 @@
-"""The hooks of a CPT run's :class:`runs.method.Method` for the recipes that train through ``runs/engine.train_lm``
-(Biography, corpus CPT, KnowEdit): training documents, penalty operands, the token loss, the update mode.
+"""What the recipes that train through ``runs/engine.train_lm`` (Biography, corpus CPT, KnowEdit) do with a
+method's hooks (``continual/method.py``) and the update modes and token objectives that are recipe options, not
+methods. The hooks are called with the recipe's context (``runs/contexts.py``); nothing here compares names.
 
-* :func:`cpt_documents`: the new data alone (naive, EWC), mixed with real replay ('all' / 'half') or with a
-  generative replay corpus (STOC / Random / LAMOL) at new-data fraction α, by the synthetic reference's rule
-  (``data/mixing.py``, ``reference_copies``);
-* :func:`ewc_operands` (any recipe) / :func:`ewc_setup` (Biography's old data): the Fisher (decision #9) over
-  old-data batches and the penalty operands, passed to the jitted step as arguments;
-  :func:`lora_effective_penalty` applies it to the effective weights W + (α/r)·A·B of a LoRA model (the Fisher
-  lives on the base weights, which LoRA never moves);
-* :func:`rho1_objective`: RHO-1's selective loss (``continual/rho1``) with θ0's per-token NLL added to every batch
-  as ``ref_nll`` (θ0 = the parameters the run starts from, frozen);
-* :func:`method_objective`: the step's ``(loss_fn, batch transform)`` of a method (mean NLL or RHO-1);
-  :func:`token_objective`: Biography's spec-level token objectives (NLL, φ-weighted TWPPL of a Train-Attention
-  model, ``continual/taalm``, or update-energy masking, ``geometry/energy.py``);
+* :func:`cpt_hooks`: a Biography run's documents, penalty, token objective, projection and optimiser;
+* :func:`train_hooks` (corpus CPT, KnowEdit): the same from the base model and the training stream
+  (:class:`runs.contexts.HFContext`), :func:`with_update` after the update mode (under LoRA the penalty acts on
+  the effective weights W + (α/r)·A·B, :func:`lora_effective_penalty`: the Fisher lives on the base weights);
 * :func:`update_mode` / :func:`apply_update`: full fine-tuning, freezing (embeddings + first N blocks, §4.4) or
   LoRA (§4.6 with alpha = 2r; adapter dropout 0 because the step keeps no RNG state across steps);
-* :func:`optimizer_core`: the optimiser hook, AdamW (the recipe's schedule) or RecAdam (``continual/recadam``)
-  rescaled to the run: its learning rate is the schedule's peak, held constant (RecAdam's own annealing
-  λ(t) = sigmoid(k·(t − t0)) with t0 = half the run replaces warm-up and cosine), clipping kept.
+* :func:`token_objective`: Biography's spec-level token objectives (NLL, φ-weighted TWPPL of a Train-Attention
+  model, ``continual/taalm``, or update-energy masking, ``geometry/energy.py``);
+* :func:`optimizer_core`: the optimiser hook (RecAdam, ``continual/recadam``, rescaled to the run: its learning
+  rate is the schedule's peak, held constant; RecAdam's own annealing λ(t) = sigmoid(k·(t − t0)) with t0 = half
+  the run replaces warm-up and cosine, clipping kept), or None for AdamW.
 """
 
 from __future__ import annotations
@@ -25,81 +20,44 @@ from __future__ import annotations
 import pathlib
 from typing import Any, NamedTuple
 
-import jax
-import numpy as np
 from flax import nnx
 
 from cfka_jax.continual import peft
-from cfka_jax.continual.recadam import RecAdamConfig, recadam
-from cfka_jax.continual.ewc import ewc_anchor, ewc_penalty, fisher_batch_mean, fisher_per_example
 from cfka_jax.data.batching import packed_batch
-from cfka_jax.data.mixing import mix_replay
 from cfka_jax.data.pipeline import DataBundle
+from cfka_jax.runs.contexts import BiographyContext, HFContext, Schedule
 from cfka_jax.runs.method import Method
 from cfka_jax.runs.presets import Preset
-from cfka_jax.runs.replay import ensure_replay, replay_made_from, synthetic_replay_config
 from cfka_jax.runs.specs import CPTSpec, check_update_options
 from cfka_jax.train.optim import OptimConfig
-from cfka_jax.train.step import make_eval_logits, token_nll_loss
+from cfka_jax.train.step import token_nll_loss
 
 
-def cpt_documents(spec: CPTSpec, bundle: DataBundle, model) -> tuple[list, dict]:
-    """(training documents, replay statistics) of the run's method (§4.3); ``model`` is the PT model."""
-    new, method = bundle.splits["cpt_train"].docs(), spec.resolved
-    if method.generative:
-        rcfg = synthetic_replay_config(method.replay, bundle.config.seq_len, spec.replay, spec.seed)
-        made_from = replay_made_from(bundle, spec.pt_folder)  # recorded; a reused corpus must record the same
-        corpus = ensure_replay(spec.replay_folder, model, bundle, rcfg, made_from=made_from)
-        docs, _ = mix_replay(new, corpus.sequences, spec.alpha, rule="reference_copies")
-        return docs, {f"replay/{k}": v for k, v in corpus.stats.items()}
-    if method.real_replay is None:
-        return new, {}
-    real = bundle.splits[f"replay_{method.real_replay}"].docs()
-    return mix_replay(new, real, spec.alpha, rule="reference_copies")[0], {}
+class CPTHooks(NamedTuple):
+    """What a Biography run's method gives ``train_lm``: documents and their statistics, penalty and operands,
+    the token objective (None: the spec's), the update projection and the optimiser core (None: AdamW)."""
+
+    docs: list
+    stats: dict
+    penalty: Any
+    penalty_args: Any
+    objective: Any
+    post_update: Any
 
 
-def ewc_operands(method: Method, model, batches: list[dict], *, total_chunks: int):
-    """``(ewc_penalty, EWCAnchor)``: the Fisher of ``model`` on the old-data ``batches`` (``options.ewc_fisher``:
-    ``code`` divides by ``total_chunks``, ``per_example`` by the rows used), anchored at ``model``'s parameters
-    with λ = ``options.ewc_lambda``."""
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    if method.options.ewc_fisher == "code":
-        fisher = fisher_batch_mean(params, graphdef, rest, batches, total_chunks=total_chunks)
-    else:
-        fisher = fisher_per_example(params, graphdef, rest, batches)
-    return ewc_penalty, ewc_anchor(fisher, jax.tree.map(np.asarray, params), method.options.ewc_lambda)
-
-
-def ewc_setup(spec: CPTSpec, bundle: DataBundle, model):
-    """Biography's EWC operands: the Fisher of the PT model on up to ``ewc_batches`` batches of 8 old chunks
-    (``total_chunks`` = all PT chunks, the reference's scale), anchored at the PT parameters."""
-    pt = bundle.train["pt_train"]
-    rows = [slice(i, i + 8) for i in range(0, min(pt.num_chunks, 8 * spec.ewc_batches) - 7, 8)]
-    return ewc_operands(spec.resolved, model, [packed_batch(pt, r) for r in rows], total_chunks=pt.num_chunks)
-
-
-def rho1_objective(method: Method, model, compute_dtype=None):
-    """``(loss_fn, add_ref)``: RHO-1's loss (``continual/rho1.make_rho1_loss`` with ``options.rho_k`` /
-    ``rho_mode``) and the batch transform adding ``ref_nll``, the per-token NLL of ``model``'s current
-    parameters θ0 (copied, frozen; the same forward as the step's, ``train.step.make_eval_logits``)."""
-    from cfka_jax.continual.rho1 import make_rho1_loss, reference_nll
-
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    theta0 = jax.tree.map(jax.numpy.copy, params)
-    logits = make_eval_logits(graphdef, rest, compute_dtype)
-    ref = jax.jit(lambda p, batch: reference_nll(logits(p, batch), batch["tokens"]))
-    return (make_rho1_loss(method.options.rho_k, method.options.rho_mode),
-            lambda batch: {**batch, "ref_nll": ref(theta0, batch)})
-
-
-def method_objective(method: Method, model, compute_dtype=None):
-    """``(loss_fn, batch transform)`` of the method's token loss: mean NLL (identity transform) or RHO-1
-    (:func:`rho1_objective` against ``model``'s parameters, taken before any update mode is applied)."""
-    if method.token_loss == "rho1":
-        return rho1_objective(method, model, compute_dtype)
-    if method.token_loss != "nll":
-        raise ValueError(f"method {method.name!r}: token loss {method.token_loss!r} needs the CKL recipe")
-    return token_nll_loss, lambda batch: batch
+def cpt_hooks(spec: CPTSpec, bundle: DataBundle, model, compute_dtype=None, init_params=None) -> CPTHooks:
+    """The hooks of ``spec.resolved`` called with a :class:`BiographyContext` of ``model`` (holding the PT
+    parameters): replay is sampled from, EWC anchored at, and the old keys taken with the PT model; the token
+    objective's θ0 is the parameters CPT starts from (``init_params`` when given, written into ``model``)."""
+    method, ctx = spec.resolved, BiographyContext(spec, bundle, model, compute_dtype)
+    h = method.hooks
+    docs, stats = h.documents(ctx) if h.documents else (ctx.new_docs, {})
+    penalty, args = h.penalty(ctx) if h.penalty else (None, None)
+    post = h.transform(ctx) if h.transform else None
+    if init_params is not None:
+        nnx.update(model, init_params)
+    objective = h.token_objective(ctx) if h.token_objective else None
+    return CPTHooks(docs, {**stats, **ctx.stats}, penalty, args, objective, post)
 
 
 def lora_effective_penalty(lora_model, penalty):
@@ -199,32 +157,41 @@ def objective_evaluators(spec: CPTSpec, bundle: DataBundle) -> dict:
 
 
 class TrainHooks(NamedTuple):
-    """What a method gives ``runs/engine.train_lm``: penalty and its operands, the token loss, the batch stream."""
+    """What a method gives ``runs/engine.train_lm``: penalty and its operands, the token loss, the batch stream,
+    the update projection."""
 
     penalty: Any
     penalty_args: Any
     loss_fn: Any
     batch_at: Any
+    post_update: Any = None
 
 
-def train_hooks(method: Method, model, batch_at, *, compute_dtype=None) -> TrainHooks:
-    """The hooks of ``method`` for a pretrained-model recipe (corpus CPT, KnowEdit), from the base ``model``
-    before its update mode is applied (:func:`with_update`).
+def train_hooks(method: Method, model, batch_at, *, compute_dtype=None, replay=None, key_batches=None,
+                stats: dict | None = None) -> TrainHooks:
+    """The hooks of ``method`` for a pretrained-model recipe (corpus CPT, KnowEdit), called with an
+    :class:`HFContext` of the base ``model`` before its update mode is applied (:func:`with_update`): EWC's Fisher
+    on the first ``options.ewc_batches`` batches of the stream, θ0 = the base model (RHO-1's ``ref_nll``, LwF's
+    teacher added to every batch), the old keys from ``key_batches()``; what hooks record lands in ``stats``."""
+    ctx = HFContext(model, batch_at, compute_dtype, replay=replay, key_batches=key_batches)
+    h = method.hooks
+    penalty, args = h.penalty(ctx) if h.penalty else (None, None)
+    loss_fn = token_nll_loss
+    if h.token_objective:
+        loss_fn, add = h.token_objective(ctx)
+        batch_at = (lambda at: lambda t: add(at(t)))(batch_at)
+    post = h.transform(ctx) if h.transform else None
+    if stats is not None:
+        stats.update(ctx.stats)
+    return TrainHooks(penalty, args, loss_fn, batch_at, post)
 
-    * EWC: no pre-training data of an HF checkpoint is at hand, so the Fisher is the base model's on the first
-      ``options.ewc_batches`` batches of the training stream (``batch_at(0 …)``; ``code``: Σ_b B_b (∇ℓ̄_b)² over
-      all rows used), anchored at the base parameters: the penalty resists moving along the directions of the
-      base model's steepest loss on the stream;
-    * RHO-1: the reference θ0 is the base model (:func:`rho1_objective`), ``ref_nll`` added to every batch.
-    """
-    penalty = penalty_args = None
-    if method.penalty == "ewc":
-        batches = [batch_at(t) for t in range(method.options.ewc_batches)]
-        rows = sum(int(b["tokens"].shape[0]) for b in batches)
-        penalty, penalty_args = ewc_operands(method, model, batches, total_chunks=rows)
-    loss_fn, add = method_objective(method, model, compute_dtype)
-    return TrainHooks(penalty, penalty_args, loss_fn,
-                      batch_at if method.token_loss == "nll" else (lambda t: add(batch_at(t))))
+
+def replay_documents(method: Method, model, replay) -> tuple[list, dict] | None:
+    """A pretrained-model recipe's documents hook: ``(replay documents, statistics)`` of the method's generative
+    replay, ``replay(kind)`` (the recipe samples the corpus from the base ``model`` and mixes it by its own rule),
+    or None when the method mixes nothing."""
+    h = method.hooks.documents
+    return None if h is None else h(HFContext(model, None, replay=replay))
 
 
 def with_update(hooks: TrainHooks, model, update: str) -> TrainHooks:
@@ -235,15 +202,11 @@ def with_update(hooks: TrainHooks, model, update: str) -> TrainHooks:
     return hooks._replace(penalty=lora_effective_penalty(model, hooks.penalty))
 
 
-def optimizer_core(method: Method, opt: OptimConfig):
-    """The transformation the method puts in place of AdamW (``runs/engine.train_lm``'s ``optimizer``), or None.
-
-    RecAdam (spec taalm.md §7.4): ``RecAdamConfig.rescaled(opt.total_steps, opt.peak_lr)``: t0 at half the run,
-    the reference's sharpness k·t0 and pull lr·γ, every trainable parameter annealed towards its start value;
-    the schedule's warm-up and cosine do not apply (RecAdam's step is its own).
+def optimizer_core(method: Method, opt: OptimConfig, *, reference_groups: bool = False):
+    """The transformation the method's optimiser hook puts in place of AdamW (``runs/engine.train_lm``'s
+    ``optimizer``), or None (AdamW). RecAdam (spec taalm.md §7.4): ``RecAdamConfig.rescaled(opt.total_steps,
+    opt.peak_lr)``: t0 at half the run, the reference's sharpness k·t0 and pull lr·γ, every trainable parameter
+    annealed towards its start value; the schedule's warm-up and cosine do not apply (RecAdam's step is its own).
     """
-    if method.optimizer == "adamw":
-        return None
-    if method.optimizer == "recadam":
-        return recadam(RecAdamConfig.rescaled(opt.total_steps, opt.peak_lr))
-    raise ValueError(f"method {method.name!r}: optimiser {method.optimizer!r} is not one train_lm runs")
+    h = method.hooks.optimizer
+    return None if h is None else h(Schedule(opt.total_steps, opt.peak_lr, reference_groups))

@@ -198,7 +198,8 @@ class CPTSpec:
         if self.token_weights is not None and self.energy_tau is not None:
             raise ValueError("token_weights (TAALM) and energy_tau (energy masking) are two token objectives; "
                              "choose one")
-        if self.resolved.token_loss != "nll" and (self.token_weights is not None or self.energy_tau is not None):
+        if self.resolved.hooks.token_objective is not None and (self.token_weights is not None
+                                                               or self.energy_tau is not None):
             raise ValueError(f"method {self.method!r} sets the token loss ({self.resolved.token_loss}); "
                              f"token_weights / energy_tau are other token objectives; choose one")
         if self.energy_normalize is not None and self.energy_tau is None:

@@ -37,14 +37,13 @@ import math
 import os
 import pathlib
 
-import jax
 import numpy as np
 from flax import nnx
 
 from cfka_jax import jsonio
 from cfka_jax.continual import gpm
+from cfka_jax.continual.method import HOOKS, Recipe
 from cfka_jax.continual.peft import trainable_filter, trainable_mask
-from cfka_jax.continual.ewc import ewc_anchor, ewc_penalty, fisher_batch_mean
 from cfka_jax.continual.replay import build_replay
 from cfka_jax.data.batching import EpochBatcher, packed_batch
 from cfka_jax.data.mixing import mix_replay
@@ -53,19 +52,23 @@ from cfka_jax.data.stages import StageTask, stage_tasks
 from cfka_jax.eval.cl_metrics import stream_metrics
 from cfka_jax.eval.fta import fta_evaluator
 from cfka_jax.runs import biography as bio
+from cfka_jax.runs.contexts import reference
 from cfka_jax.runs.engine import train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
-from cfka_jax.runs.method import recipe_components
+from cfka_jax.runs.method import Method, method_options, recipe_components, resolve_each
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup
 from cfka_jax.runs.replay import GENERATIVE, ReplaySwitches, replay_made_from, synthetic_replay_config
 from cfka_jax.runs.specs import ARCHS, PTSpec
 from cfka_jax.train.optim import DECAYS, REWARM, stage_optim
-from cfka_jax.train.step import master_params
+from cfka_jax.train.step import master_params, token_nll_loss
 from cfka_jax.train.tracking import Tracker
 
-STREAM_METHODS = recipe_components("stream")
-"""The stream recipe's methods: the one registry's components it runs (``runs/method.RECIPES["stream"]``), one
-name per stage (no compositions)."""
+STREAM = Recipe("stream", hooks=set(HOOKS) - {"update"}, provides={
+    "real_replay:stream", *(f"generative_replay:{k}" for k in GENERATIVE), "old_batches", "reference", "old_keys"})
+RECIPES = (STREAM,)
+"""The stream recipe: its stages call these hooks with a :class:`StageContext`."""
+STREAM_METHODS = recipe_components(STREAM)
+"""The one registry's components a stage runs (derived from :data:`STREAM`); ``+`` composes them per stage."""
 METRICS = ("sFTA", "hFTA")
 GPM_EMBEDDINGS = ("free", "frozen")
 """What GPM stages do with the input embedding (with a tied head, also the LM head), which no input basis covers:
@@ -103,13 +106,16 @@ class StreamSpec:
         object.__setattr__(self, "methods", tuple(self.methods))
         if not isinstance(self.stages, int) or isinstance(self.stages, bool) or self.stages < 1:
             raise ValueError(f"--stages must be an integer >= 1, got {self.stages!r}")
-        bad = [m for m in self.methods if m not in STREAM_METHODS]
-        if bad or len(self.methods) not in (1, self.stages):
-            raise ValueError(f"--method: one of {STREAM_METHODS}, once or once per stage ({self.stages}); got "
-                             f"{','.join(self.methods)}")
+        if len(self.methods) not in (1, self.stages):
+            raise ValueError(f"--method: one name (or '+' composition) of {STREAM_METHODS}, once or once per stage "
+                             f"({self.stages}); got {','.join(self.methods)}")
         if not (isinstance(self.alpha, (int, float)) and 0.0 < self.alpha <= 1.0):
             raise ValueError(f"--alpha (the new-data fraction) must be in (0, 1], got {self.alpha!r}")
-        if self.alpha == 1.0 and any(m == "replay" or m in GENERATIVE for m in self.methods):
+        if not (isinstance(self.ewc_lambda, (int, float)) and math.isfinite(self.ewc_lambda) and self.ewc_lambda >= 0):
+            raise ValueError(f"--ewc-lambda must be a finite number >= 0, got {self.ewc_lambda!r}")
+        gpm.GPMConfig(threshold=float(self.gpm_threshold))
+        resolved = resolve_each(self.methods, STREAM, flag="--method", options=self.options)
+        if self.alpha == 1.0 and any(m.mixes for m in resolved):
             raise ValueError("replay stages need --alpha < 1 (alpha is the new-data fraction)")
         if self.rewarm not in REWARM or self.decay not in DECAYS or self.metric not in METRICS:
             raise ValueError(f"--rewarm in {REWARM}, --decay in {DECAYS}, --metric in {METRICS}; got "
@@ -121,9 +127,6 @@ class StreamSpec:
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < (1 if name == "stage_steps"
                                                                                           else 0)):
                 raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {v!r}")
-        if not (isinstance(self.ewc_lambda, (int, float)) and math.isfinite(self.ewc_lambda) and self.ewc_lambda >= 0):
-            raise ValueError(f"--ewc-lambda must be a finite number >= 0, got {self.ewc_lambda!r}")
-        gpm.GPMConfig(threshold=float(self.gpm_threshold))
         if self.gpm_embeddings not in GPM_EMBEDDINGS:
             raise ValueError(f"--gpm-embeddings must be one of {GPM_EMBEDDINGS}, got {self.gpm_embeddings!r}")
         if self.rewarm_peak is not None:
@@ -144,6 +147,15 @@ class StreamSpec:
 
     def method(self, stage: int) -> str:
         return self.methods[0] if len(self.methods) == 1 else self.methods[stage - 1]
+
+    @property
+    def options(self):
+        """The stream's flags as the hooks' options (EWC: λ, the reference Fisher on 8 batches; GPM's ε)."""
+        return method_options(ewc_lambda=float(self.ewc_lambda), gpm_threshold=float(self.gpm_threshold))
+
+    def resolved(self, stage: int) -> Method:
+        """Stage ``stage``'s method, resolved by the one registry for the stream recipe."""
+        return resolve_each(self.method(stage), STREAM, flag="--method", options=self.options)[0]
 
     @property
     def pt_folder(self) -> pathlib.Path:
@@ -184,55 +196,92 @@ def _chunks(bundle: DataBundle, docs, rows: int, batches: int, seed: int) -> lis
     return [packed_batch(packed, slice(i * rows, (i + 1) * rows)) for i in range(n)]
 
 
-def _stage_docs(spec: StreamSpec, bundle, tasks, stage: int, model, folder: RunFolder) -> tuple[list, dict]:
-    method, new = spec.method(stage), tasks[stage - 1].train.docs()
-    if method == "replay":
-        docs, stats = mix_replay(new, _old_docs(bundle, tasks, stage), spec.alpha, seed=spec.seed + stage)
-    elif method in GENERATIVE:
-        rcfg = synthetic_replay_config(method, bundle.config.seq_len, ReplaySwitches(), spec.seed + stage)
+@dataclasses.dataclass
+class StageContext:
+    """What a stage's method hooks read (``continual/components.py`` names the capabilities): the stage's new
+    data, real old data (PT + earlier stages, mixed at token share 1 − α), a generative corpus of the start model
+    (``<out>/stage<i>/replay``), EWC's old batches (8 rows each, ``total_chunks`` = the rows used), θ0 = the start
+    model, and the per-stage bases of every earlier task's keys (saved in ``<out>/<state>/``)."""
+
+    spec: StreamSpec
+    bundle: DataBundle
+    tasks: list
+    stage: int
+    model: object
+    folder: RunFolder
+    params_after: object
+    params: object = None
+    total_steps: int = 0
+    peak_lr: float = 0.0
+    recadam_reference_groups: bool = False
+    base_loss: object = token_nll_loss
+    stats: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def new_docs(self) -> list:
+        return self.tasks[self.stage - 1].train.docs()
+
+    def _mixed(self, replayed):
+        docs, stats = mix_replay(self.new_docs, replayed, self.spec.alpha, seed=self.spec.seed + self.stage)
+        return docs, {f"mix/{k}": v for k, v in stats.items() if isinstance(v, (int, float))}
+
+    def real_replay(self, subset: str):
+        return self._mixed(_old_docs(self.bundle, self.tasks, self.stage))
+
+    def generative_replay(self, kind: str):
+        spec, bundle, stage, new = self.spec, self.bundle, self.stage, self.new_docs
+        rcfg = synthetic_replay_config(kind, bundle.config.seq_len, ReplaySwitches(), spec.seed + stage)
         parent = spec.pt_folder if stage == 1 else _stage_folder(spec, stage - 1).path  # the start model's run
-        corpus = build_replay(model, new, bundle.tokenizer, rcfg, budget_tokens=int(sum(map(len, new))),
-                              out_dir=folder.path / "replay", made_from=replay_made_from(bundle, parent),
+        corpus = build_replay(self.model, new, bundle.tokenizer, rcfg, budget_tokens=int(sum(map(len, new))),
+                              out_dir=self.folder.path / "replay", made_from=replay_made_from(bundle, parent),
                               flag="--out")
-        docs, stats = mix_replay(new, corpus.sequences, spec.alpha, seed=spec.seed + stage)
-    else:
-        return new, {}
-    return docs, {f"mix/{k}": v for k, v in stats.items() if isinstance(v, (int, float))}
+        return self._mixed(corpus.sequences)
+
+    def old_batches(self, n: int):
+        batches = _chunks(self.bundle, _old_docs(self.bundle, self.tasks, self.stage), 8, n,
+                          self.spec.seed + self.stage)
+        return batches, 8 * len(batches)
+
+    def reference(self, fn):
+        return reference(self.model)(fn)
+
+    def protected_bases(self, state: str, update):
+        bases = _bases(self.spec, self.bundle, self.tasks, self.stage, self.model, self.params_after, state, update)
+        self.stats[f"{state}/protected_fraction"] = float(np.mean([m.shape[1] / m.shape[0]
+                                                                   for m in bases.values()]))
+        nnx.update(self.model, self.params)  # back to the start parameters
+        return bases
 
 
-def _gpm_bases(spec: StreamSpec, bundle, tasks, stage: int, model, params_after):
-    """The bases of tasks 0 … stage − 1 (saved in ``<out>/gpm/``; task j's taken with ``params_after(j)``, the
-    model that finished it, on task j's training data)."""
-    path = pathlib.Path(spec.out) / "gpm" / f"bases-before-stage{stage}.npz"
+def _bases(spec: StreamSpec, bundle, tasks, stage: int, model, params_after, state: str, update):
+    """The bases of tasks 0 … stage − 1 (saved in ``<out>/<state>/``; task j's taken with ``params_after(j)``, the
+    model that finished it, on ``gpm.GPMConfig().batches`` batches of task j's training data), each task added by
+    ``update(bases or None, grams)``."""
+    path = pathlib.Path(spec.out) / state / f"bases-before-stage{stage}.npz"
     if path.exists():
         return gpm.load_bases(path)
-    cfg, rows = gpm.GPMConfig(threshold=float(spec.gpm_threshold)), spec.scale.cpt.batch
-    bases = _gpm_bases(spec, bundle, tasks, stage - 1, model, params_after) if stage > 1 else None
+    rows = spec.scale.cpt.batch
+    bases = _bases(spec, bundle, tasks, stage - 1, model, params_after, state, update) if stage > 1 else None
     docs = bundle.splits["pt_train"].docs() if stage == 1 else tasks[stage - 2].train.docs()
     nnx.update(model, params_after(stage - 1))
-    grams = gpm.input_grams(model, _chunks(bundle, docs, rows, cfg.batches, spec.seed))
-    bases = gpm.update_bases(bases, grams, cfg.threshold)
+    grams = gpm.input_grams(model, _chunks(bundle, docs, rows, gpm.GPMConfig().batches, spec.seed))
+    bases = update(bases, grams)
     gpm.save_bases(path, bases)
     return bases
 
 
-def _stage_setup(spec, bundle, tasks, stage, params, model, folder, params_after):
-    """(documents, penalty, penalty operands, update projection, statistics) of one stage."""
-    method = spec.method(stage)
+def _stage_hooks(spec, bundle, tasks, stage, params, model, folder, params_after, opt):
+    """(documents, penalty, penalty operands, update projection, token objective or None, optimiser core or None,
+    statistics) of stage ``stage``'s method, its hooks called with a :class:`StageContext` of the start model."""
+    h = spec.resolved(stage).hooks
     nnx.update(model, params)
-    docs, stats = _stage_docs(spec, bundle, tasks, stage, model, folder)
-    penalty = args = post = None
-    if method == "ewc":
-        graphdef, p, rest = nnx.split(model, nnx.Param, ...)
-        batches = _chunks(bundle, _old_docs(bundle, tasks, stage), 8, 8, spec.seed + stage)
-        fisher = fisher_batch_mean(p, graphdef, rest, batches, total_chunks=8 * len(batches))
-        penalty, args = ewc_penalty, ewc_anchor(fisher, jax.tree.map(np.asarray, p), float(spec.ewc_lambda))
-    if method == "gpm":
-        bases = _gpm_bases(spec, bundle, tasks, stage, model, params_after)
-        post = gpm.gpm_projection(bases)
-        stats["gpm/protected_fraction"] = float(np.mean([m.shape[1] / m.shape[0] for m in bases.values()]))
-        nnx.update(model, params)
-    return docs, penalty, args, post, stats
+    ctx = StageContext(spec, bundle, tasks, stage, model, folder, params_after, params, opt.total_steps, opt.peak_lr)
+    docs, stats = h.documents(ctx) if h.documents else (ctx.new_docs, {})
+    penalty, args = h.penalty(ctx) if h.penalty else (None, None)
+    post = h.transform(ctx) if h.transform else None
+    objective = h.token_objective(ctx) if h.token_objective else None
+    core = h.optimizer(ctx) if h.optimizer else None
+    return docs, penalty, args, post, objective, core, {**stats, **ctx.stats}
 
 
 def _stage(spec, bundle, tasks, stage, params, model, evaluate_factory, tracker,
@@ -245,17 +294,19 @@ def _stage(spec, bundle, tasks, stage, params, model, evaluate_factory, tracker,
     if folder.final() is not None:
         return folder.final(), folder.load_params(abstract)[0]
     folder.start(run_id, spec.scale)
-    docs, penalty, args, post, stats = _stage_setup(spec, bundle, tasks, stage, params, model, folder,
-                                                       params_after)
+    opt = stage_optim(sched.optim(), stage=stage, rewarm=spec.rewarm, peak_lr=spec.rewarm_peak, decay=spec.decay)
+    docs, penalty, args, post, objective, core, stats = _stage_hooks(spec, bundle, tasks, stage, params, model,
+                                                                     folder, params_after, opt)
     batcher = EpochBatcher(docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=sched.batch,
                            seed=spec.seed + stage, doc_mask=bundle.config.doc_mask)
-    opt = stage_optim(sched.optim(), stage=stage, rewarm=spec.rewarm, peak_lr=spec.rewarm_peak, decay=spec.decay)
+    loss_fn, add = objective if objective is not None else (token_nll_loss, None)
     trainable = None
     if post is not None and spec.gpm_embeddings == "frozen":
         keep = trainable_filter(model, freeze_embeddings=True)
         trainable = lambda params: trainable_mask(params, keep)  # noqa: E731
-    run = train_lm(model, batcher, opt=opt, loop=sched.loop(progress=spec.progress), folder=folder,
-                   evaluate_factory=evaluate_factory, penalty=penalty, penalty_args=args, post_update=post,
+    run = train_lm(model, batcher if add is None else (lambda t: add(batcher(t))), opt=opt,
+                   loop=sched.loop(progress=spec.progress), folder=folder, evaluate_factory=evaluate_factory,
+                   penalty=penalty, penalty_args=args, post_update=post, loss_fn=loss_fn, optimizer=core,
                    trainable=trainable, on_record=tracker.at((stage - 1) * sched.steps).record)
     final = {"step": run.step, "start": run.eval_at(0), **run.eval_at(run.step), **stats,
              "epochs": sched.steps / batcher.steps_per_epoch, "lr_peak": opt.peak_lr}

@@ -27,7 +27,7 @@ import shutil
 import time
 
 from cfka_jax.continual.ckl import Stream, Trainer, updates_per_epoch
-from cfka_jax.continual.ckl_methods import mix_review
+from cfka_jax.continual.ckl_methods import review_of
 from cfka_jax.data.ckl_encode import encode
 from cfka_jax.data.io import iter_jsonl
 from cfka_jax.data.temporalwiki import PERIODS, PROBE_PERIODS, read_diffset_csv, read_probes
@@ -82,10 +82,7 @@ def twiki_files(root: str) -> list[dict]:
 
 def _check_methods(spec: RealCKLSpec) -> None:
     for name, m in zip(spec.methods, spec.resolved):
-        if m.token_loss == "oracle":
-            raise ValueError(f"--methods {name}: TemporalWiki diff-set documents carry no object, so Oracle has "
-                             f"no mask")
-        if mix_review(m) and spec.review is None:
+        if m.hooks.documents is not None and spec.review is None:
             raise ValueError(f"--methods {name}: Mix-review on TemporalWiki needs --review FILE (the replayed "
                              f"documents)")
 
@@ -134,7 +131,7 @@ def run_twiki(spec: RealCKLSpec) -> dict:
             rows = read_probes(f[kind])[:spec.limit] if spec.limit else read_probes(f[kind])
             probes_of[f["name"], kind] = rows
     review_texts = None
-    if spec.review is not None and any(mix_review(m) for m in spec.resolved):
+    if spec.review is not None and any(m.hooks.documents is not None for m in spec.resolved):
         review_texts = read_texts(spec.review)
     start_folder(spec)
     handle = phi_stage(out, spec, model, tok, phi)
@@ -154,7 +151,8 @@ def run_twiki(spec: RealCKLSpec) -> dict:
         theta = where.theta(theta_for(model, method, spec))
         per_period = max(spec.ckl.epochs * updates_per_epoch(len(p["stream"].docs), spec.ckl) for p in periods)
         trainer = Trainer(theta, method, spec.ckl, per_period, put=where.put())
-        records = resumable_twiki(out / "twiki" / slug(name), trainer, periods, review, spec.ckl.epochs)
+        records = resumable_twiki(out / "twiki" / slug(name), trainer, periods, review_of(method, review),
+                                  spec.ckl.epochs)
         write_json(path, records)
         shutil.rmtree(out / "twiki" / slug(name), ignore_errors=True)
         results[name] = records

@@ -103,7 +103,7 @@ def test_kadapter_runs_trains_only_adapters_and_is_causal(key):
 def test_method_names_resolve_to_the_ckl_hooks():
     m = resolve("TAALM + K-Adapter + Mix-review + RecAdam", "ckl")
     assert (m.token_loss, m.update, m.replay, m.optimizer) == ("taalm", "kadapter", "mix-review", "recadam")
-    assert cm.mix_review(m) and cm.phi_weighted(m) and not cm.mix_review(resolve("TAALM", "ckl"))
+    assert m.hooks.documents is not None and cm.needs_phi(m) and resolve("TAALM", "ckl").hooks.documents is None
     assert resolve("RHO-1", "ckl", MethodOptions(rho_mode="taalm_code")).options.rho_mode == "taalm_code"
     k = resolve("TAALM + K-Adapter (dropout 0.1)", "ckl")
     assert (k.token_loss, k.update, k.options.kadapter_dropout) == ("taalm", "kadapter", 0.1)
@@ -114,17 +114,16 @@ def test_method_names_resolve_to_the_ckl_hooks():
     assert resolve("Uniform + Mix-review", "ckl").token_loss == "uniform"
     f = resolve("Finetune", "ckl")
     assert (f.replay, f.token_loss, f.update, f.optimizer) == (None, "nll", None, "adamw")
-    batch = {"target_mask": jnp.array([[0.0, 1.0, 1.0]]), "object_mask": jnp.array([[0.0, 0.0, 1.0]])}
-    w = cm.with_token_weights(resolve("Uniform", "ckl"), batch, None)["token_weights"]
-    np.testing.assert_array_equal(np.asarray(w), [[0.0, 1.0, 1.0]])
-    w = cm.with_token_weights(resolve("TAALM", "ckl"), batch, jnp.array([[0.5, 0.5, 0.25]]))["token_weights"]
-    np.testing.assert_array_equal(np.asarray(w), [[0.0, 0.5, 0.25]])
-    w = cm.with_token_weights(resolve("Oracle", "ckl"), batch, None)["token_weights"]
-    np.testing.assert_array_equal(np.asarray(w), [[0.0, 0.0, 1.0]])
-    assert "token_weights" not in cm.with_token_weights(f, batch, None)
+    batch = {"target_mask": jnp.array([[0.0, 1.0, 1.0]]), "object_mask": jnp.array([[0.0, 0.0, 1.0]]),
+             "phi_weights": jnp.array([[0.5, 0.5, 0.25]])}
+    weights = lambda name: cm.method_objective(resolve(name, "ckl"), None)[1](batch)["token_weights"]  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(weights("Uniform")), [[0.0, 1.0, 1.0]])
+    np.testing.assert_array_equal(np.asarray(weights("TAALM")), [[0.0, 0.5, 0.25]])
+    np.testing.assert_array_equal(np.asarray(weights("Oracle")), [[0.0, 0.0, 1.0]])
+    assert f.hooks.token_objective is None
     with pytest.raises(ValueError, match="not available in the ckl recipe"):
         resolve("TAALM + EWC", "ckl")
-    with pytest.raises(ValueError, match="both set the token_loss hook"):
+    with pytest.raises(ValueError, match="both set the token_objective hook"):
         resolve("TAALM + Oracle", "ckl")
     with pytest.raises(ValueError, match="--methods: unknown method component 'Finetun'"):
         resolve_each(("Finetune", "Finetun"), "ckl", flag="--methods")

@@ -55,7 +55,7 @@ def test_bad_flags_are_refused_naming_the_flag(fx, tmp_path, capsys):
     assert "--phi-train FILE is required" in capsys.readouterr().err
     tw = ["taalm", "--temporalwiki", str(fx["twiki"]), "--model", str(fx["qwen"]), "--out", str(tmp_path / "t")]
     assert cli.main([*tw, "--methods", "Oracle"]) == 2
-    assert "carry no object" in capsys.readouterr().err
+    assert "needs object_mask" in capsys.readouterr().err  # diff-set documents carry no object
     assert cli.main([*tw, "--methods", "Mix-review"]) == 2
     assert "--review FILE" in capsys.readouterr().err
 
