@@ -308,6 +308,32 @@ def table(rows: list[dict], steps: tuple[Step, ...]) -> str:
     return "\n".join(lines)
 
 
+def _range(values) -> str:
+    v = np.asarray(values, np.float64)
+    return f"{v.mean():+.2f} ({v.min():+.2f} … {v.max():+.2f})" if v.size > 1 else f"{v[0]:+.2f}"
+
+
+def step_table(rows: list[dict]) -> str:
+    """One line per step (markdown): the seeds' Pearson as mean (min … max), the widest interval's ends, Spearman,
+    the names-and-relations-only Pearson, the untrained members' Pearson, the query's attention on itself, the mean
+    z of the query token against the names', and the final loss."""
+    lines = ["| step | Pearson, mean (min … max) | interval ends (lowest lo, highest hi) | Spearman | names + "
+             "relations only | untrained | attention on the query itself | z query / z names | final loss |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["name"] for r in rows):
+        rs = [r for r in rows if r["name"] == name]
+        col = lambda k: _range([r[k] for r in rs]) if all(k in r for r in rs) else "—"  # noqa: E731
+        ratio = (_range([r["z_query"] / r["z_name"] for r in rs]).replace("+", "")
+                 if all("z_query" in r and "z_name" in r for r in rs) else "—")
+        loss = (_range([r["final_loss"] for r in rs]).replace("+", "") if "final_loss" in rs[0] else
+                f"KL {max(r['final_kl'] for r in rs):.1e}" if "final_kl" in rs[0] else "—")
+        ends = f"[{min(r['pearson_lo'] for r in rs):+.2f}, {max(r['pearson_hi'] for r in rs):+.2f}]"
+        lines.append(f"| {rs[0]['step']} {name} ({len(rs)}) | {col('pearson')} | {ends} | {col('spearman')} | "
+                     f"{col('slots_pearson')} | "
+                     f"{col('pearson_init')} | {col('on_query').replace('+', '')} | {ratio} | {loss} |")
+    return "\n".join(lines)
+
+
 def regime(cfg: Config) -> dict:
     return {"world": "theory/world.MULTI_RELATION (8 objects, 2 relations, 19 subject-name tokens), drawn and "
                      f"written as token sequences, {cfg.facts} fact renderings per corpus (data/theory_text.py)",
@@ -331,7 +357,7 @@ def run(cfg: Config, log=print) -> list[dict]:
     for step in (s for s in steps if s.name in cfg.steps):
         done[step.name] = run_step(cfg, step, log)
         rows = [r for s in steps if done.get(s.name) for r in done[s.name]]
-        jsonio.write_text_atomic(out / "table.md", table(rows, steps) + "\n")
+        jsonio.write_text_atomic(out / "table.md", step_table(rows) + "\n\n" + table(rows, steps) + "\n")
         write_record(cfg.results, RECORD, rows=rows, regime=regime(cfg) | {"summary": summary(rows)},
                      provenance=provenance(config=dataclasses.asdict(cfg), seeds=range(cfg.seeds), clock=clock))
     return [r for s in steps if done.get(s.name) for r in done[s.name]]
@@ -350,6 +376,7 @@ def command(cfg: Config) -> int:
     """Runs the walk and prints its table: ``cfka di-walk``'s run function."""
     rows = run(cfg)
     print(table(rows, walk(cfg.train_steps, cfg.facts, cfg.width)))
+    print(step_table(rows))
     for s in summary(rows):
         print(f"step {s['step']} {s['name']}: law held by every seed: {s['held']} (intervals: {s['held_interval']})")
     return 0
