@@ -24,6 +24,7 @@ import importlib
 import re
 
 from cfka_jax.continual import components as C
+from cfka_jax.continual import lwf
 from cfka_jax.continual.method import EWC_FISHERS, RHO_MODES, Method, MethodOptions, Recipe, compose
 from cfka_jax.runs.replay import GENERATIVE
 
@@ -45,6 +46,7 @@ COMPONENTS = {
     "recadam": C.recadam,
     "kadapter": C.kadapter,
     "gpm": C.gpm_component,
+    "lwf": lwf.component,
 }
 """The one registry: component name → its factory (every hook a component leaves unfilled keeps the recipe's
 default)."""
