@@ -24,7 +24,7 @@ import importlib
 import re
 
 from cfka_jax.continual import components as C
-from cfka_jax.continual import lwf
+from cfka_jax.continual import lwf, nullspace
 from cfka_jax.continual.method import EWC_FISHERS, RHO_MODES, Method, MethodOptions, Recipe, compose
 from cfka_jax.runs.replay import GENERATIVE
 
@@ -47,6 +47,7 @@ COMPONENTS = {
     "kadapter": C.kadapter,
     "gpm": C.gpm_component,
     "lwf": lwf.component,
+    "nullspace": nullspace.component,
 }
 """The one registry: component name → its factory (every hook a component leaves unfilled keeps the recipe's
 default)."""
