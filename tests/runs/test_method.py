@@ -1,6 +1,6 @@
-"""The one method registry (runs/method.py) and the hooks it resolves to (runs/methods.py): names compose, every
-recipe refuses what it cannot run, the CKL table's names resolve (they are the ckl recipe's only names),
-and the EWC / RHO-1 hooks compute what their formulas say on a tiny model."""
+"""The one method registry (runs/method.py) and the hooks it resolves to (continual/components.py, called by
+runs/methods.py): names compose, every recipe refuses what it cannot run (derived from the hooks it calls), the CKL
+table's names resolve, and the EWC / RHO-1 hooks compute what their formulas say on a tiny model."""
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +11,7 @@ from flax import nnx
 from cfka_jax.continual.ewc import ewc_penalty
 from cfka_jax.experiments.taalm import LAMA_METHODS, TWIKI_METHODS
 from cfka_jax.runs import methods
-from cfka_jax.runs.method import COMPONENTS, RECIPES, MethodOptions, recipe_components, resolve
+from cfka_jax.runs.method import COMPONENTS, MethodOptions, recipe_components, resolve
 from cfka_jax.runs.specs import METHODS, CPTSpec
 from cfka_jax.train.losses import next_token_nll
 from cfka_jax.train.step import make_eval_logits, token_nll_loss
@@ -21,18 +21,31 @@ from tests.tolerances import F32
 
 def test_names_resolve_to_one_value_per_hook():
     m = resolve("stoc + ewc", "biography")
-    assert (m.replay, m.penalty, m.token_loss, m.optimizer, m.generative, m.mixes) == \
-        ("stoc", "ewc", "nll", "adamw", True, True)
-    assert resolve("Finetune", "corpus") == resolve("naive", "corpus").__class__("Finetune")  # an alias, no hook
+    assert (m.replay, m.penalty, m.token_loss, m.optimizer, m.mixes) == ("stoc", "ewc", "nll", "adamw", True)
+    assert m.hooks.filled() == ("documents", "penalty") and m.needs == {"generative_replay:stoc", "old_batches"}
+    f = resolve("Finetune", "corpus")  # an alias, no hook
+    assert [c.name for c in f.components] == ["naive"] and f.hooks.filled() == ()
     assert resolve("rho1", "corpus", MethodOptions(rho_k=0.3)).options.rho_k == 0.3
-    assert resolve("replay-half", "biography").real_replay == "half"
+    assert resolve("replay-half", "biography").needs == {"real_replay:half"}
     assert set(METHODS) == set(recipe_components("biography")) and "rho1" in METHODS and "lamol" in METHODS
-    assert set(recipe_components("corpus")) == {"naive", "ewc", "stoc", "random", "lamol", "rho1", "recadam"}
+    assert set(recipe_components("corpus")) == {"naive", "ewc", "stoc", "random", "lamol", "rho1", "recadam",
+                                                "lwf", "gpm", "nullspace"}
+    assert set(recipe_components("knowedit")) == {"naive", "ewc", "stoc", "random", "lamol", "rho1", "recadam",
+                                                  "lwf"}
 
 
 @pytest.mark.parametrize("name, recipe, match", [
-    ("stoc + replay-all", "biography", "both set the replay hook"),
-    ("rho1 + taalm", "ckl", "both set the token_loss hook"),
+    ("stoc + replay-all", "biography", "both set the documents hook"),
+    ("rho1 + taalm", "ckl", "both set the token_objective hook"),
+    ("rho1 + lwf", "biography", "both set the token_objective hook"),
+    ("gpm + nullspace", "stream", "both set the transform hook"),
+    ("kadapter", "biography", "fills the update hook, which the biography recipe does not call"),
+    ("oracle", "temporalwiki", "needs object_mask, which the temporalwiki recipe's context does not provide"),
+    ("lwf(T=0)", "biography", "temperature T must be a finite number > 0"),
+    ("lwf(T=2 depth=3)", "biography", "lwf options are T and weight"),
+    ("lwf(T)", "biography", "options must read key=value"),
+    ("nullspace(tol=1)", "stream", "tol"),
+    ("ewc(lam=1)", "biography", "takes no options"),
     ("ewcc", "corpus", "unknown method component 'ewcc'"),
     ("kadapter", "corpus", "not available in the corpus recipe"),
     ("ewc", "ckl", "not available in the ckl recipe"),
@@ -46,7 +59,16 @@ def test_bad_names_and_unavailable_methods_are_refused(name, recipe, match):
 
 
 def test_every_component_runs_somewhere():
-    assert all(any(k in recipe_components(r) for r in RECIPES) for k in COMPONENTS)
+    recipes = ("biography", "corpus", "knowedit", "ckl", "temporalwiki", "stream")
+    assert all(any(k in recipe_components(r) for r in recipes) for k in COMPONENTS)
+
+
+def test_component_options_in_the_name():
+    m = resolve("stoc + lwf(T=3 weight=0.5)", "stream")
+    assert [c.name for c in m.components] == ["stoc", "lwf"] and m.hooks.filled() == ("documents", "token_objective")
+    assert resolve("lwf(T=3, weight=0.5)", "biography").components[0].name == "lwf"  # commas and ; separate too
+    assert resolve("gpm(threshold=0.99)", "stream").state == "gpm"
+    assert resolve("nullspace(tol=1e-3)", "corpus").state == "nullspace"
 
 
 @pytest.mark.parametrize("name", sorted(set(LAMA_METHODS) | set(TWIKI_METHODS) | {"Uniform", "RHO-1 + Mix-review"}))
@@ -120,8 +142,10 @@ def test_stream_names_are_the_registry_stream_recipe():
     from cfka_jax.runs.replay import GENERATIVE
     from cfka_jax.runs.stream import STREAM_METHODS
 
-    assert set(STREAM_METHODS) == {"naive", "replay", "ewc", "gpm", *GENERATIVE}  # the names streams ran before
-    assert resolve("replay", "stream").mixes and resolve("gpm", "stream").optimizer == "gpm"
-    for name, recipe in (("rho1", "stream"), ("replay", "biography"), ("gpm", "corpus")):
+    assert {"naive", "replay", "ewc", "gpm", *GENERATIVE} <= set(STREAM_METHODS)  # the names streams ran before
+    assert {"lwf", "nullspace", "rho1", "recadam"} <= set(STREAM_METHODS)  # derived from the hooks a stage calls
+    assert resolve("replay", "stream").mixes and resolve("gpm", "stream").state == "gpm"
+    assert resolve("stoc + ewc", "stream").hooks.filled() == ("documents", "penalty")
+    for name, recipe in (("kadapter", "stream"), ("replay", "biography"), ("gpm", "knowedit")):
         with pytest.raises(ValueError, match=f"not available in the {recipe} recipe"):
             resolve(name, recipe)
