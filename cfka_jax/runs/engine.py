@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from cfka_jax.runs.folder import RunFolder
-from cfka_jax.train.loop import LoopConfig, run_loop
+from cfka_jax.train.loop import BoundStep, LoopConfig, run_loop
 from cfka_jax.train.optim import OptimConfig, make_optimizer, masked_tx, trains
 from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS, CheckpointDir, frozen_paths
 from cfka_jax.train.step import (GUARDS, TrainState, chunked_token_nll_loss, init_state, make_train_step,
@@ -80,7 +80,8 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
     Args:
       model: the NNX model holding the initial parameters.
       batch_at: step → batch (deterministic).
-      opt, loop: optimiser and loop settings.
+      opt, loop: optimiser and loop settings (``loop.accumulate``: micro-batches per optimiser step, passed to
+        the step builder; ``loop.profile``, ``loop.keep_checkpoints``: the loop's trace and retention).
       folder: the run folder (metrics log, checkpoints).
       evaluate_factory: ``(graphdef, rest) → evaluate(params, step)``, or None.
       penalty, penalty_args: ``penalty(params, penalty_args) → scalar`` added to the loss (EWC), or None; the
@@ -125,8 +126,8 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
     if mesh is not None:
         state, state_sharding, batch_at = _shard(state, batch_at, mesh)
     step = make_train_step(graphdef, rest, tx, penalty=penalty, loss_fn=loss_fn, compute_dtype=compute_dtype,
-                           state_sharding=state_sharding, guard=guard, trainable=mask)
-    step_fn = step if penalty is None else (lambda state, batch: step(state, batch, penalty_args))
+                           state_sharding=state_sharding, guard=guard, trainable=mask, accumulate=loop.accumulate)
+    step_fn = step if penalty is None else BoundStep(step, penalty_args)
     evaluate = evaluate_factory(graphdef, rest) if evaluate_factory is not None else None
     done = run_loop(state, step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate, on_record=on_record)
     return TrainedRun(done.state, graphdef, rest, done.history, final_checkpoint, held)

@@ -19,8 +19,9 @@ micro-batches have equal rows). A penalty added to each micro-batch's loss (EWC)
 ``Σ_i w_i (L_i + P) / Σ_i w_i = L + P``. When every weight is 0 (no target in the batch: the NLL is 0 by
 convention) equal weights are used, so the penalty's gradient is kept. The mean is kept as a running mean,
 ``m_i = m_{i-1} + (w_i / Σ_{j≤i} w_j)(x_i − m_{i-1})``. Every floating metric is combined the same way except
-``weight_key`` and the counts named in ``summed`` (``targets``), which are summed (as are integer metrics). Objectives that rank tokens across the whole batch (RHO-1's top-k excess
-loss) select within each micro-batch instead, which is not the large batch's selection.
+``weight_key`` and the counts named in ``summed`` (``targets``), which are summed (as are integer metrics).
+Objectives that rank tokens across the whole batch (RHO-1's top-k excess loss) select within each micro-batch
+instead, which is not the large batch's selection.
 
 Equal to the large batch up to float32 rounding of the regrouped sums (``tests/train/test_accumulate.py``).
 """

@@ -14,7 +14,8 @@ Before reading any array, the checkpoint's metadata is compared with the target,
 checkpoint raises :class:`CheckpointError` naming the path and every missing, unexpected or mis-shaped entry.
 :func:`save_train_state` / :func:`restore_train_state` wrap this for a model and an optional ``nnx.Optimizer``
 (restored in place with ``nnx.update``). :class:`CheckpointDir` keeps a run's numbered checkpoints
-(``<dir>/<step>/``, the newest ``keep``), restores the newest *intact* one (falling back past unreadable ones with
+(``<dir>/<step>/``, the newest ``keep``; written by orbax's ``CheckpointManager``, in the background for the
+training loop, ``asynchronous=True``; steps of the earlier synchronous layout are read as they are), restores the newest *intact* one (falling back past unreadable ones with
 a warning; a checkpoint that is readable but of another structure is an error, never skipped) and is what the
 training loop uses; a finished pre-training run exports its parameters alone with :func:`save` (``params/``).
 
@@ -154,6 +155,15 @@ def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = Fa
     and 2.5x the time), and a trained float32 state compresses by ~10 % only (``bench/memory.py --checkpoints``).
     :func:`restore` reads either."""
     path = pathlib.Path(directory).absolute()
+    item = _item(path, tree, step, held)
+    handler = ocp.PyTreeCheckpointHandler(use_compression=compress)
+    with ocp.Checkpointer(handler) as ckptr:  # synchronous, closed on exit: no thread or event loop outlives it
+        ckptr.save(path, args=ocp.args.PyTreeSave(item), force=force)
+    return path
+
+
+def _item(path: pathlib.Path, tree: Any, step: int, held: tuple[Path, ...]) -> dict:
+    """What a checkpoint stores: ``{"state": tree minus held leaves, "step", "held": their checksums}``."""
     flat, _, _ = _flatten(tree)
     held = tuple(tuple(p) for p in held)
     unknown = sorted(".".join(p) for p in held if p not in flat)
@@ -163,10 +173,20 @@ def save(directory: str | os.PathLike, tree: Any, *, step: int, force: bool = Fa
             "step": jnp.asarray(step, jnp.int32)}
     if held:
         item["held"] = nest(dict(zip(held, checksums([flat[p] for p in held]), strict=True)))
-    handler = ocp.PyTreeCheckpointHandler(use_compression=compress)
-    with ocp.Checkpointer(handler) as ckptr:  # synchronous, closed on exit: no thread or event loop outlives it
-        ckptr.save(path, args=ocp.args.PyTreeSave(item), force=force)
-    return path
+    return item
+
+
+ITEM = "default"
+"""The item folder inside a :class:`CheckpointDir` step written by orbax's ``CheckpointManager``
+(``<dir>/<step>/default/``); checkpoints written by :func:`save` (and by the synchronous ``CheckpointDir`` of
+earlier versions) hold the item directly in the step folder, and :func:`restore` reads both."""
+
+
+def item_path(directory: str | os.PathLike) -> pathlib.Path:
+    """The folder holding a checkpoint's arrays: ``directory/default`` when a ``CheckpointManager`` wrote it,
+    else ``directory`` itself (:func:`save`, or a step of the synchronous layout)."""
+    path = pathlib.Path(directory).absolute()
+    return path / ITEM if (path / ITEM).is_dir() else path
 
 
 def _check(path: pathlib.Path, stored: dict[Path, Any], target: dict[Path, jax.ShapeDtypeStruct],
@@ -246,9 +266,14 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
     path = pathlib.Path(directory).absolute()
     if not path.is_dir():
         raise CheckpointUnreadable(f"no checkpoint at {path}")
+    path = item_path(path)
     try:
-        with _tidy_event_loops(), ocp.StandardCheckpointer() as ckptr:
-            meta = ckptr.metadata(path).item_metadata.tree  # type: ignore[union-attr]
+        with _tidy_event_loops():
+            handler = ocp.PyTreeCheckpointHandler()
+            try:
+                meta = handler.metadata(path).tree
+            finally:
+                handler.close()
         stored = flatten_mapping(meta["state"])
         stored_held = frozenset(flatten_mapping(meta["held"])) if "held" in meta else frozenset()
     except Exception as e:  # orbax raises several types for unreadable folders
@@ -343,16 +368,45 @@ def restore_train_state(
 
 
 class CheckpointDir:
-    """A training run's checkpoints: ``<directory>/<step>/``, each written by :func:`save`, the newest ``keep``
-    kept. A write goes to a temporary folder that orbax renames when complete, so a killed write leaves no
-    numbered folder behind."""
+    """A training run's checkpoints: ``<directory>/<step>/``, written by an orbax ``CheckpointManager``
+    (``<step>/default/``; retention: the newest ``keep``, ``max_to_keep``). A write goes to a temporary folder that
+    orbax renames when complete, so a killed write leaves no numbered folder behind.
+
+    ``asynchronous=True``: :meth:`save` returns once the arrays are copied off the device (the caller may donate
+    or overwrite them) and the files are written by a background thread; :meth:`wait` blocks until the last save
+    is on disk, and :meth:`close` waits and stops the manager (the training loop calls it when it returns or
+    stops). Otherwise every :meth:`save` returns with the checkpoint complete.
+
+    Steps written by the synchronous layout of earlier versions (the item directly in ``<step>/``, :func:`save`)
+    are restored as they are (:func:`item_path`), and pruned like the others."""
 
     HELD, FINISHED = "held.json", "finished.json"
 
-    def __init__(self, directory: str | os.PathLike, keep: int = 2):
-        if keep < 1:
-            raise ValueError(f"keep must be >= 1, got {keep}")
-        self.directory, self.keep = pathlib.Path(directory).absolute(), keep
+    def __init__(self, directory: str | os.PathLike, keep: int = 2, *, asynchronous: bool = False):
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"--keep-checkpoints must be an integer >= 1, got {keep!r}")
+        self.directory, self.keep, self.asynchronous = pathlib.Path(directory).absolute(), keep, asynchronous
+        self._manager: ocp.CheckpointManager | None = None
+
+    def _mngr(self) -> ocp.CheckpointManager:
+        if self._manager is None:
+            options = ocp.CheckpointManagerOptions(max_to_keep=self.keep, create=True,
+                                                   enable_async_checkpointing=self.asynchronous)
+            self._manager = ocp.CheckpointManager(self.directory, options=options,
+                                                  item_handlers=ocp.PyTreeCheckpointHandler(use_compression=False))
+        return self._manager
+
+    def wait(self) -> None:
+        """Block until the last :meth:`save` is complete on disk (at once when none is running)."""
+        if self._manager is not None:
+            self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        """Wait for the last save, then release the manager (its threads); a later :meth:`save` opens a new one."""
+        if self._manager is not None:
+            self._manager.wait_until_finished()
+            self._manager.close()
+            self._manager = None
 
     def hold(self, paths: tuple[Path, ...]) -> None:
         """Leave the leaves at ``paths`` out of this run's checkpoints from now on (``<dir>/held.json``; module
@@ -397,6 +451,7 @@ class CheckpointDir:
         if jax.process_index() == 0:
             self.directory.mkdir(parents=True, exist_ok=True)
             jsonio.write_json_atomic(self.directory / self.FINISHED, {"step": int(step), "final_checkpoint": keep})
+        self.close()
         for old in self.steps():
             shutil.rmtree(self.directory / str(old), ignore_errors=True)
 
@@ -411,10 +466,18 @@ class CheckpointDir:
         return steps[-1] if steps else None
 
     def save(self, step: int, tree: Any) -> pathlib.Path:
-        """Write ``tree`` at ``step`` (replacing an existing checkpoint of that step), then prune old ones."""
-        path = save(self.directory / str(step), tree, step=step, force=True, held=self.held())
-        for old in self.steps()[:-self.keep]:
-            shutil.rmtree(self.directory / str(old), ignore_errors=True)
+        """Write ``tree`` at ``step`` (replacing an existing checkpoint of that step; the newest ``keep`` are
+        kept). Returns the step folder; with ``asynchronous`` it is complete only after :meth:`wait`."""
+        path = self.directory / str(step)
+        item = _item(path, tree, step, self.held())
+        manager = self._mngr()
+        manager.wait_until_finished()  # one write at a time; the step being replaced is not being written
+        if path.exists():
+            shutil.rmtree(path)
+            manager.reload()
+        manager.save(step, args=ocp.args.PyTreeSave(item), force=True)
+        if not self.asynchronous:
+            manager.wait_until_finished()
         return path
 
     def restore_latest(self, abstract: Any, *, under: tuple[str, ...] = ()) -> tuple[Any, int] | None:

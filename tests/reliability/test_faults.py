@@ -146,7 +146,9 @@ def test_sigkill_mid_run_resumes_to_the_uninterrupted_state(tmp_path):
     code = KILLED_RUN.format(root=str(ROOT), out=str(tmp_path / "killed"))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == -9, proc.stderr[-2000:]
-    assert CheckpointDir(tmp_path / "killed" / "checkpoints").latest_step() == 4
+    # step 4's checkpoint is written in the background (LoopConfig.async_checkpoints); SIGKILL one step later may
+    # come before its rename, and then step 2 is the newest complete one: a kill loses at most the write in flight
+    assert CheckpointDir(tmp_path / "killed" / "checkpoints").latest_step() in (2, 4)
     cfg = LoopConfig(steps=8, log_every=1, ckpt_every=2, progress=False)
     state, step = _setup()
     resumed = run_loop(state, step, batch, cfg=cfg, out_dir=tmp_path / "killed")
