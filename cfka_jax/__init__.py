@@ -11,9 +11,10 @@ __version__ = "0.1.0"
 
 
 API = (
-    "BIOGRAPHY", "CPTSpec", "Claim", "MeshConfig", "PTSpec", "WorldConfig", "build_data", "check",
-    "continual_pretrain", "holds", "load_model", "load_records", "load_tokenizer", "make_mesh", "make_world",
-    "method", "parse_mesh", "pretrain", "reference_optimum", "refuted", "save_model", "verdicts", "write_record",
+    "BIOGRAPHY", "CPTSpec", "Claim", "GridSpec", "MeshConfig", "PTSpec", "WorldConfig", "build_data", "check",
+    "continual_pretrain", "grid_axes", "holds", "load_model", "load_records", "load_tokenizer", "make_mesh",
+    "make_world", "method", "parse_mesh", "pretrain", "reference_optimum", "refuted", "run_grid", "save_model",
+    "verdicts", "write_record",
 )
 """The names of :mod:`cfka_jax.api` (its ``__all__``; a test keeps the two equal)."""
 

@@ -32,6 +32,17 @@ True
 >>> type(api.load_model(tmp / "hf")).__name__
 'QwenModel'
 
+**A grid of CPT runs in one program** — members differing in seed, learning-rate schedule, replay share α or EWC λ
+(``cfka cpt --grid``), each equal to its lone run, each written to its own run folder, ``grid.json`` beside them:
+
+>>> grid = api.GridSpec(api.CPTSpec(preset="smoke", method="replay-all", out=str(tmp / "grid"), progress=False),
+...                     api.grid_axes("alpha=0.5,0.8;seeds=0"))
+>>> grid.names
+['alpha0.5_seed0', 'alpha0.8_seed0']
+>>> runs = api.run_grid(grid, pt, data, log=lambda line: None)
+>>> [r.final["step"] for r in runs]
+[6, 6]
+
 **A method** — a name such as ``stoc + ewc`` resolved once against a recipe (its hooks: replay, penalty, token
 loss, update, optimiser):
 
@@ -67,13 +78,16 @@ from cfka_jax.models import save_pretrained as save_model
 from cfka_jax.parallel.mesh import MeshConfig, make_mesh, parse_mesh
 from cfka_jax.runs.biography import continual as continual_pretrain
 from cfka_jax.runs.biography import pretrain
+from cfka_jax.runs.grid import run_grid
+from cfka_jax.runs.grid_spec import GridSpec, grid_axes
 from cfka_jax.runs.method import resolve as method
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.specs import CPTSpec, PTSpec
 from cfka_jax.theory import WorldConfig, make_world, reference_optimum
 
 __all__ = [
-    "BIOGRAPHY", "CPTSpec", "Claim", "MeshConfig", "PTSpec", "WorldConfig", "build_data", "check",
-    "continual_pretrain", "holds", "load_model", "load_records", "load_tokenizer", "make_mesh", "make_world",
-    "method", "parse_mesh", "pretrain", "reference_optimum", "refuted", "save_model", "verdicts", "write_record",
+    "BIOGRAPHY", "CPTSpec", "Claim", "GridSpec", "MeshConfig", "PTSpec", "WorldConfig", "build_data", "check",
+    "continual_pretrain", "grid_axes", "holds", "load_model", "load_records", "load_tokenizer", "make_mesh",
+    "make_world", "method", "parse_mesh", "pretrain", "reference_optimum", "refuted", "run_grid", "save_model",
+    "verdicts", "write_record",
 ]
