@@ -11,8 +11,9 @@ members (``runs/world_ensemble.py``: one jitted program, AdamW):
 
   0 ``theory``     the theory model itself: per-block GD from a small init (the lemma's setting,
                    ``experiments/di_optimizer.py``'s first cell), float64, the theory's DI over its context tokens;
-  0b ``theory-factorised``  the same model with the factorised parameters of a port, under Adam
-                   (``di_optimizer``'s last cell): the theory's side of the step to a port;
+  0a ``theory-adam``, 0f ``theory-factorised-gd``, 0b ``theory-factorised``  the same model under Adam, with the
+                   factorised parameters of a port under GD, and factorised under Adam (``di_optimizer``'s cells):
+                   the theory's side of the step to a port, one change and then both;
   1 ``1L-linear``  a port with ONE block and causal linear attention on the world written as token sequences
                    (``data/theory_text.py``: one fact per context, the loss on the object only);
   2 ``2L-linear``, ``4L-linear``  several blocks (2 carried on);
@@ -59,6 +60,8 @@ RECORD = "cfka/di_walk"
 BIOGRAPHY_RECORD = "cfka/di_attention_trained"
 LAW = -0.8
 KINDS = ("name", "relation", "template", "query", "word", "end", "object")
+THEORY_CELLS = {"theory": 0, "theory-adam": 3, "theory-factorised-gd": 7, "theory-factorised": 8}
+"""The theory steps: their cells of ``experiments/di_optimizer.CELLS``."""
 SLOT_KINDS = ("name", "relation")
 """The token types whose DI varies in the theory's world (the template and query tokens sit in every context)."""
 
@@ -87,6 +90,9 @@ def walk(train_steps: int, facts: int, width: int) -> tuple[Step, ...]:
     tm = dataclasses.replace(lm, seq_len=64, batch=8)
     return (
         Step("0", "theory", "the single-layer theory model (per-block GD, small init, float64)"),
+        Step("0a", "theory-adam", "the theory model's (Y, Z) under Adam (lr 1e-2) from a small init (float64)"),
+        Step("0f", "theory-factorised-gd", "the theory model with factorised parameters (E, W_Q, W_K, W_V, W_O) "
+             "under GD (lr 0.1) from init 0.3 (float64)"),
         Step("0b", "theory-factorised", "the theory model with factorised parameters (E, W_Q, W_K, W_V, W_O) "
              "under Adam from init 0.3, as a port is parametrised and trained (float64)"),
         Step("1", "1L-linear", "a port: one block, causal linear attention, one fact per context, object loss",
@@ -151,8 +157,8 @@ def _corr_row(r: dict, prefix: str = "") -> dict:
 
 
 def theory_step(cfg: Config, step: Step) -> list[dict]:
-    """Steps 0 / 0b: ``di_optimizer``'s lemma cell (GD, small init) or its factorised Adam cell, per seed
-    (float64 inside), against the theory's own DI of its world (centred, the 23 context tokens)."""
+    """Steps 0, 0a, 0f, 0b: a cell of ``di_optimizer`` (:data:`THEORY_CELLS`) per seed (float64 inside), against the
+    theory's own DI of its world (centred, the 23 context tokens)."""
     from cfka_jax.experiments.di_optimizer import CELLS, ETA_Y, ETA_Z, train
     from cfka_jax.theory.diversity import diversity_index
     from cfka_jax.theory.optimum import query_attention
@@ -163,7 +169,7 @@ def theory_step(cfg: Config, step: Step) -> list[dict]:
         nx = world.context_tokens.shape[0]
         di = np.asarray(diversity_index(world, ETA_Y, ETA_Z)[:nx], np.float64)
         for seed in range(cfg.seeds):
-            yz, kl = train(CELLS[0] if step.name == "theory" else CELLS[8], world, cfg.theory_steps, seed)
+            yz, kl = train(CELLS[THEORY_CELLS[step.name]], world, cfg.theory_steps, seed)
             att = np.abs(np.asarray(query_attention(yz.Z, world), np.float64)[:nx])
             r = correlate(di, att, num_boot=cfg.num_boot).as_dict()
             sub = np.isin(np.asarray(world.token_kinds[:nx]), SLOT_KINDS)
