@@ -36,7 +36,7 @@ from cfka_jax.runs.engine import RunResult, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.presets import Preset
 from cfka_jax.runs.replay import check_replay
-from cfka_jax.runs.specs import DTYPES, CPTSpec, PTSpec
+from cfka_jax.runs.specs import DTYPES, CPTSpec, PTSpec, loop_config
 from cfka_jax.train.step import master_params
 
 
@@ -92,7 +92,7 @@ def pretrain(spec: PTSpec, data: DataBundle | None = None) -> RunResult:
     batcher = EpochBatcher(bundle.splits["pt_train"].docs(), seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
                            batch_size=p.pt.batch, seed=spec.seed, doc_mask=bundle.config.doc_mask)
     factory = _fta_factory(bundle, {"Train": "pt_train", "Original": "pt_test"}, spec.dtype, p.eval_batch)
-    run = train_lm(model, batcher, opt=p.pt.optim(), loop=p.pt.loop(progress=spec.progress), folder=folder,
+    run = train_lm(model, batcher, opt=p.pt.optim(), loop=loop_config(p.pt, spec), folder=folder,
                    evaluate_factory=factory, compute_dtype=DTYPES[spec.dtype], mesh=mesh)
     em = _em(run, bundle, {"Original": "pt_test"}, p, spec.seed, spec.dtype)
     folder.save_params(run.params, run.step)
@@ -172,7 +172,7 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     factory = lambda g, r: combine(fta(g, r), *(f(g, r) for f in extra.values()))  # noqa: E731
     opt = p.cpt.optim()
     run = train_lm(model, lambda t: add_weights(batcher(t)), opt=opt,
-                   loop=p.cpt.loop(progress=spec.progress), folder=folder, evaluate_factory=factory,
+                   loop=loop_config(p.cpt, spec), folder=folder, evaluate_factory=factory,
                    penalty=penalty, penalty_args=hooks.penalty_args, loss_fn=loss_fn or objective,
                    trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=mesh, post_update=hooks.post_update,
                    optimizer=methods.optimizer_core(spec.resolved, opt))

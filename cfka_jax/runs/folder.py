@@ -28,7 +28,7 @@ from cfka_jax import jsonio
 from cfka_jax.train.checkpoint import CheckpointDir, CheckpointError, restore, save
 from cfka_jax.train.loop import MetricsLog
 
-IGNORED = ("progress", "out", "cache_dir", "mesh", "final_checkpoint")
+IGNORED = ("progress", "out", "cache_dir", "mesh", "final_checkpoint", "profile", "keep_checkpoints")
 """Run-spec fields that do not change what a run computes (a run may be resumed with other values; a run resumed on
 another mesh restores its checkpoint onto the new placement)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pathlib
+from typing import Any
 
 import jax.numpy as jnp
 
@@ -19,6 +20,8 @@ from cfka_jax.parallel.mesh import parse_mesh
 from cfka_jax.runs.method import Method, method_options, recipe_components, resolve
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup, override
 from cfka_jax.runs.replay import ReplaySwitches
+from cfka_jax.train.loop import LoopConfig
+from cfka_jax.train.profiling import parse_profile
 
 METHODS = recipe_components("biography")
 """The one-component methods of a Biography CPT run (``runs/method.RECIPES``); ``+`` composes them."""
@@ -63,11 +66,31 @@ def check_update_options(update: str, freeze_layers: int | None, lora_rank: int 
                              f"{model} to train; give --freeze-layers below {blocks}")
 
 
+def check_loop_options(accumulate: int | None, profile: str | None, keep_checkpoints: int | None,
+                       batch: int | None = None) -> None:
+    """The accelerator options of a run, before anything is written: ``--accumulate`` (an integer >= 1 dividing
+    the preset's batch), ``--profile`` (``START:STOP``), ``--keep-checkpoints`` (an integer >= 1)."""
+    _positive("--accumulate", accumulate)
+    _positive("--keep-checkpoints", keep_checkpoints)
+    parse_profile(profile)
+    if accumulate is not None and batch is not None and batch % accumulate:
+        raise ValueError(f"--accumulate {accumulate} must divide the preset's batch of {batch} rows")
+
+
+def loop_config(schedule: Any, spec: Any) -> LoopConfig:
+    """``schedule.loop()`` with the run's accelerator options (``accumulate``, ``profile``,
+    ``keep_checkpoints`` of the spec; None keeps the loop's defaults)."""
+    changes = {k: getattr(spec, k) for k in ("accumulate", "profile", "keep_checkpoints")
+               if getattr(spec, k, None) is not None}
+    return dataclasses.replace(schedule.loop(progress=spec.progress), **changes)
+
+
 @dataclasses.dataclass(frozen=True)
 class PTSpec:
     """A pre-training run on the PT population (``ckpt_every``: checkpoint interval, default the preset's;
     ``mesh``: e.g. ``"data=2,fsdp=4"`` to shard the run over devices, ``parallel/mesh.parse_mesh``; ``bpe_vocab``:
-    a BPE tokenizer of that size instead of the word-level one, ``data/tokenize.py``)."""
+    a BPE tokenizer of that size instead of the word-level one, ``data/tokenize.py``; ``accumulate``,
+    ``profile``, ``keep_checkpoints``: :func:`check_loop_options`, docs/guides/sweeps_and_accelerators.md)."""
 
     preset: str = "smoke"
     out: str = "runs/pt-smoke"
@@ -79,9 +102,17 @@ class PTSpec:
     ckpt_every: int | None = None
     mesh: str | None = None
     bpe_vocab: int | None = None
+    accumulate: int | None = None
+    """split each batch into N micro-batches, one optimiser update (memory of one micro-batch; default 1)"""
+    profile: str | None = None
+    """START:STOP: a jax.profiler trace of those steps into <out>/profile/"""
+    keep_checkpoints: int | None = None
+    """how many of the newest checkpoints to keep (default 2)"""
 
     def __post_init__(self):
         lookup(BIOGRAPHY, self.preset, "Biography")
+        pt = BIOGRAPHY[self.preset].pt
+        check_loop_options(self.accumulate, self.profile, self.keep_checkpoints, pt.batch if pt else None)
         if self.mesh is not None:
             parse_mesh(self.mesh)
         if self.dtype not in DTYPES:
@@ -142,10 +173,17 @@ class CPTSpec:
     lr: float | None = None
     min_lr: float | None = None
     warmup: int | None = None
+    accumulate: int | None = None
+    """split each batch into N micro-batches, one optimiser update (memory of one micro-batch; default 1)"""
+    profile: str | None = None
+    """START:STOP: a jax.profiler trace of those steps into <out>/profile/"""
+    keep_checkpoints: int | None = None
+    """how many of the newest checkpoints to keep (default 2)"""
 
     def __post_init__(self):
         PTSpec(preset=self.preset, arch=self.arch, seed=self.seed, dtype=self.dtype, ckpt_every=self.ckpt_every,
                mesh=self.mesh, bpe_vocab=self.bpe_vocab)
+        check_loop_options(self.accumulate, self.profile, self.keep_checkpoints, BIOGRAPHY[self.preset].cpt.batch)
         if self.update not in UPDATES:
             raise ValueError(f"update must be in {UPDATES}, got {self.update!r}")
         if not (isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 1.0):
