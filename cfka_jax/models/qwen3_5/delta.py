@@ -126,12 +126,14 @@ def chunked(
 
     q_NBUQY, k_NBUQY, v_NBUQW, g_NBUQ, beta_NBUQ = (chunks(x) for x in (q, k, v, g, beta))
     gamma = jnp.cumsum(g_NBUQ, axis=-1)
-    lower_QQ = jnp.tril(jnp.ones((chunk_size, chunk_size), bool))
+    lead = (1,) * (gamma.ndim - 1)  # broadcast a Q × Q matrix over the leading n B U axes
+    lower_QQ = jnp.tril(jnp.ones((chunk_size, chunk_size), bool)).reshape(lead + (chunk_size, chunk_size))
     diff = gamma[..., :, None] - gamma[..., None, :]
     decay_QQ = jnp.exp(jnp.where(lower_QQ, diff, -jnp.inf))  # e^{γ_t − γ_j} for j <= t, else 0
     kk = jnp.einsum("nbuty,nbujy->nbutj", k_NBUQY, k_NBUQY)
-    a = beta_NBUQ[..., :, None] * kk * decay_QQ * (~jnp.eye(chunk_size, dtype=bool))
-    eye = jnp.eye(chunk_size, dtype=F32)
+    strict_QQ = jnp.tril(jnp.ones((chunk_size, chunk_size), bool), -1).reshape(lower_QQ.shape)
+    a = jnp.where(strict_QQ, beta_NBUQ[..., :, None] * kk * decay_QQ, F32(0.0))
+    eye = jnp.eye(chunk_size, dtype=F32).reshape(lower_QQ.shape)
     rhs = jnp.concatenate([beta_NBUQ[..., None] * v_NBUQW,
                            (beta_NBUQ * jnp.exp(gamma))[..., None] * k_NBUQY], axis=-1)
     sol = jax.scipy.linalg.solve_triangular(eye + a, rhs, lower=True, unit_diagonal=True)

@@ -52,7 +52,8 @@ def centered_rms_norm(x: Float[Array, "... D"], scale: Float[Array, " D"], eps: 
     """``x / sqrt(mean(x²) + eps) · (1 + scale)`` in float32, cast to x.dtype at the end (HF ``Qwen3_5RMSNorm``)."""
     xf = x.astype(F32)
     y = xf * jax.lax.rsqrt(jnp.mean(jnp.square(xf), axis=-1, keepdims=True) + eps)
-    return (y * (1.0 + scale.astype(F32))).astype(x.dtype)
+    gain = (1.0 + scale.astype(F32)).reshape((1,) * (x.ndim - 1) + scale.shape)
+    return (y * gain).astype(x.dtype)
 
 
 class CenteredRMSNorm(nnx.Module):
@@ -171,7 +172,8 @@ class GatedDeltaNet(nnx.Module):
         v_BSUW = mixed_BSC[..., 2 * gy:].reshape(b, s, u, w)
         beta_BSU = jax.nn.sigmoid(self.in_proj_b(x_TD).reshape(b, s, u).astype(F32))
         a_BSU = self.in_proj_a(x_TD).reshape(b, s, u).astype(F32)
-        g_BSU = -jnp.exp(self.A_log[...].astype(F32)) * jax.nn.softplus(a_BSU + self.dt_bias[...].astype(F32))
+        a_log_11U, dt_bias_11U = (p[...].astype(F32).reshape(1, 1, u) for p in (self.A_log, self.dt_bias))
+        g_BSU = -jnp.exp(a_log_11U) * jax.nn.softplus(a_BSU + dt_bias_11U)
         if keep_BS is not None:
             g_BSU, beta_BSU = delta.mask_steps(g_BSU, beta_BSU, keep_BS)
         if m_state is not None and s == 1:
