@@ -9,7 +9,11 @@ both shapes, plus the theory sweep (4,096 configurations × 200 steps, one ``jit
 jitted single runs over the first 64 configurations, scaled). torch uses its ``sdpa`` attention; ours uses the
 fused ``jax.nn.dot_product_attention`` path for the calls that need no attention probabilities
 (``attention_impl`` of the model config, default ``auto``). The bf16 matmul peak of the device (an 8192³ jnp
-matmul; 2048³ on CPU) is measured in the same run and every row reports its share of it. Ends with one JSON line.
+matmul; 2048³ on CPU) is measured in the same run and every row reports its share of it. The train-step rows
+also carry what every train record of a run carries (``cfka_jax/train/throughput.py``): ``tokens_per_s`` and
+``mfu`` against the vendor's dense bf16 peak of the device kind (``peak_source``; measured on CPU; None with
+``mfu_reason`` for a kind the table lacks), the FLOPs from the lowered step's cost analysis (``flops_source``).
+Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ def _sync(device):
 def train_row(hf, ours, device, b, s, iters, autocast) -> tuple[float, float]:
     import torch
 
+    from cfka_jax.train import throughput as tp
     from cfka_jax.train.step import init_state, make_train_step
 
     tokens = np.random.default_rng(1).integers(0, hf.config.vocab_size, (b, s))
@@ -111,6 +116,7 @@ def train_row(hf, ours, device, b, s, iters, autocast) -> tuple[float, float]:
     step = make_train_step(graphdef, rest, tx)
     carry = [init_state(params, tx)]
     batch = {"tokens": jnp.asarray(tokens, jnp.int32), "target_mask": jnp.ones((b, s), jnp.float32)}
+    count = tp.step_flops(step, carry[0], batch)  # before the first call donates the state
 
     def ours_step():
         carry[0], m = step(carry[0], batch)
@@ -132,7 +138,18 @@ def train_row(hf, ours, device, b, s, iters, autocast) -> tuple[float, float]:
     torch_step()
     out = _median(ours_step, iters), _median(torch_step, iters)
     hf.eval()
-    return out
+    return (*out, train_throughput(count, batch, out[0]))
+
+
+def train_throughput(count, batch, seconds: float) -> dict:
+    """The fields every train record of a run carries (``train/throughput.py``): tokens/s and MFU of one step of
+    ``seconds`` against the vendor's peak (measured on CPU), with where the FLOP count and the peak came from."""
+    from cfka_jax.train import throughput as tp
+
+    flops, source = count
+    peak = tp.device_peak()
+    return dict(tokens_per_s=tp.batch_tokens(batch) / seconds, flops_per_step=flops, flops_source=source,
+                peak_flops=peak.flops, peak_source=peak.source, **tp.utilisation(flops, source, seconds, peak))
 
 
 def generate_row(hf, ours, device, iters, small: bool) -> tuple[float, float]:
@@ -190,9 +207,9 @@ def main() -> None:
     rows, small = [], a.size == "tiny"
     for b, s in SHAPES[a.size]:
         for name, fn, mult in (("forward", forward_row, 1), ("train_step", train_row, 3)):
-            t_ours, t_torch = fn(hf, ours, device, b, s, a.iters, autocast)
+            t_ours, t_torch, *extra = fn(hf, ours, device, b, s, a.iters, autocast)
             rows.append(dict(work=name, batch=b, seq=s, ours_s=t_ours, torch_s=t_torch, ratio=t_torch / t_ours,
-                             peak_share=mult * flops(SIZES[a.size], b, s) / t_ours / 1e9 / peak))
+                             peak_share=mult * flops(SIZES[a.size], b, s) / t_ours / 1e9 / peak, **(extra or [{}])[0]))
     t_ours, t_torch = generate_row(hf, ours, device, a.iters, small)
     rows.append(dict(work="generate", ours_s=t_ours, torch_s=t_torch, ratio=t_torch / t_ours))
     t_vec, t_loop = sweep_row(small)
@@ -201,6 +218,9 @@ def main() -> None:
     for r in rows:
         shape = f"{r['batch']} × {r['seq']}" if "batch" in r else ""
         share = f"{100 * r['peak_share']:.0f} % of peak" if "peak_share" in r else ""
+        if "tokens_per_s" in r:
+            mfu = f"MFU {100 * r['mfu']:.1f} %" if r["mfu"] is not None else f"MFU n/a ({r['mfu_reason']})"
+            share += f"   {r['tokens_per_s']:,.0f} tokens/s   {mfu} ({r['flops_source'].split(' ')[0]} FLOPs)"
         print(f"{r['work']:>12} {shape:>12} ours {r['ours_s'] * 1e3:9.2f} ms   ratio {r['ratio']:6.2f}x   {share}")
     print(json.dumps({"bench": "accelerator", "device": jax.devices()[0].device_kind, "jax": jax.__version__,
                       "size": a.size, "dtype": a.dtype, "peak_gflops": peak,

@@ -151,6 +151,15 @@ def step_flops(step_fn: Callable, state: Any, batch: Any) -> tuple[float | None,
     return 6.0 * param_count(getattr(state, "params", state)) * tokens, f"6N ({why})"
 
 
+def utilisation(flops: float | None, flops_source: str, step_time: float, peak: Peak) -> dict:
+    """``{"mfu": F / (t_step · P)}``, or ``{"mfu": None, "mfu_reason": why}`` when F or P is unknown."""
+    if peak.flops is None:
+        return {"mfu": None, "mfu_reason": peak.source}
+    if flops is None:
+        return {"mfu": None, "mfu_reason": flops_source}
+    return {"mfu": flops / (step_time * peak.flops)}
+
+
 class Throughput:
     """Tokens/s and MFU of a run's train records (module docstring)."""
 
@@ -184,9 +193,6 @@ class Throughput:
             step_time = elapsed / steps
             out.update(tokens_per_s=self._tokens / elapsed if self._tokens is not None else None,
                        step_time_s=step_time)
-            if self.flops is None or self.peak.flops is None:
-                out.update(mfu=None, mfu_reason=self.peak.source if self.peak.flops is None else self.flops_source)
-            else:
-                out["mfu"] = self.flops / (step_time * self.peak.flops)
+            out.update(utilisation(self.flops, self.flops_source, step_time, self.peak))
         self.start(done)
         return out
