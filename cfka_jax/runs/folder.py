@@ -10,8 +10,16 @@
 
 A folder that already holds a run is only resumed by the *same* run: :meth:`RunFolder.start` compares the stored
 config with the new one and refuses, naming every differing field, unless they agree on everything that can
-change a result (``progress``, ``out``, ``cache_dir``, ``mesh`` and ``final_checkpoint`` may differ). A field the stored config lacks
-matches ``None`` (an option added to the specs after that run was made, left unset). Nothing is written on refusal.
+change a result (:data:`IGNORED`: ``progress``, ``out``, ``cache_dir``, ``mesh``, ``final_checkpoint``, ``profile``,
+``keep_checkpoints`` and ``guard`` may differ; the two finite guards give bit-identical states). A field the stored
+config lacks matches ``None`` (an option added to the specs after that run was made, left unset). Nothing is
+written on refusal.
+
+``config.json`` records ``config_version`` (:data:`CONFIG_VERSION`; absent: 1). When the defaults of run options
+change, the stored values of older versions are read in today's terms (:data:`OLD_DEFAULTS`: version 1's unset
+``remat`` meant off, now ``--no-remat``; its unset ``loss_chunk`` meant full logits, now ``--loss-chunk 0``), so an
+old folder resumes with exactly the flags that reproduce its run, and a refusal says which flags those are in one
+line.
 """
 
 from __future__ import annotations
@@ -28,9 +36,47 @@ from cfka_jax import jsonio
 from cfka_jax.train.checkpoint import CheckpointDir, CheckpointError, restore, save
 from cfka_jax.train.loop import MetricsLog
 
-IGNORED = ("progress", "out", "cache_dir", "mesh", "final_checkpoint", "profile", "keep_checkpoints")
+IGNORED = ("progress", "out", "cache_dir", "mesh", "final_checkpoint", "profile", "keep_checkpoints", "guard")
 """Run-spec fields that do not change what a run computes (a run may be resumed with other values; a run resumed on
 another mesh restores its checkpoint onto the new placement)."""
+
+CONFIG_VERSION = 2
+"""The version of the run-option defaults a new ``config.json`` records (module docstring)."""
+
+OLD_DEFAULTS: dict[int, dict[str, tuple[Any, Any, str]]] = {
+    1: {"remat": (None, False, "--no-remat"), "loss_chunk": (None, 0, "--loss-chunk 0"),
+        "scan_layers": (False, False, "--no-scan-layers")},
+}
+"""Per older config version, ``field: (stored value, today's equivalent, the flag that gives it)`` for each run
+option whose default changed after that version (version 2 made the lean memory path the default of the
+real-model commands: rematerialised, scanned blocks and the tiled head loss)."""
+
+
+def _in_todays_terms(run: dict, version: int) -> dict:
+    """A stored run spec of config ``version`` with the values whose meaning changed since then translated."""
+    out = dict(run)
+    for v in range(version, CONFIG_VERSION):
+        for key, (old, now, _) in OLD_DEFAULTS.get(v, {}).items():
+            if key in out and out[key] == old:
+                out[key] = now
+    return out
+
+
+def _how_to_resume(stored_run: dict, version: int, diffs: list[str]) -> str | None:
+    """One line naming the flags that resume an older version's folder, when every difference is a changed
+    default whose old value today's flags can give; None otherwise."""
+    changed = {}
+    for v in range(version, CONFIG_VERSION):
+        changed.update(OLD_DEFAULTS.get(v, {}))
+    fields = [d.split(":", 1)[0] for d in diffs]
+    if not fields or not all(f.startswith("run.") and f[4:] in changed for f in fields):
+        return None
+    todays = _in_todays_terms(stored_run, version)
+    flags = [changed[f[4:]][2] for f in fields if todays.get(f[4:]) == changed[f[4:]][1]]
+    if len(flags) != len(fields):
+        return None
+    return (f"written with config version {version}, whose defaults differ from today's; resume it with "
+            f"{' '.join(flags)} (or use another --out)")
 
 
 class RunFolderError(ValueError):
@@ -93,7 +139,17 @@ class RunFolder:
         new = {"run": _jsonable(run), "preset": _jsonable(preset)}
         stored = self.read_json("config.json")
         if stored is not None:
-            diffs = _diff(stored, new)
+            version = stored.get("config_version", 1)
+            if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= CONFIG_VERSION:
+                raise RunFolderError(f"{self.path / 'config.json'}: config_version {version!r} is not one this "
+                                     f"version of the library reads (1 .. {CONFIG_VERSION})")
+            body = {k: v for k, v in stored.items() if k != "config_version"}
+            if isinstance(body.get("run"), dict):
+                body["run"] = _in_todays_terms(body["run"], version)
+            diffs = _diff(body, new)
+            how = _how_to_resume(stored.get("run") or {}, version, diffs) if diffs else None
+            if how is not None:
+                raise RunFolderError(f"{self.path}: {how}")
             if diffs:
                 raise RunFolderError(f"{self.path} holds another run; refusing to resume it as this one (use another "
                                      f"--out or delete the folder):\n  " + "\n  ".join(diffs))
@@ -107,7 +163,7 @@ class RunFolder:
         """Write ``config.json`` for a new run, or check that the folder's run is this one (:meth:`check`)."""
         if not self.check(run, preset) and jax.process_index() == 0:  # multi-host: one writer
             self.path.mkdir(parents=True, exist_ok=True)
-            new = {"run": _jsonable(run), "preset": _jsonable(preset)}
+            new = {"run": _jsonable(run), "preset": _jsonable(preset), "config_version": CONFIG_VERSION}
             jsonio.write_json_atomic(self.path / "config.json", new, indent=1)
 
     def final(self) -> dict | None:
