@@ -23,6 +23,10 @@ Runs seed by seed (``erosion_seed<k>.json``, resumed when the config matches), t
 ``erosion.md`` and ``erosion_curves.png`` / ``erosion_prediction.png``::
 
     cfka geometry erosion --scale small --out runs/geometry/erosion        # the numbers of docs/geometry.md
+
+``--record NAME`` (study ``erosion``) rewrites the produced record ``token-force/NAME`` after every finished seed:
+one row per (seed, variant) with the collision, P(A..D) at the start / end / its minimum, the canonical rate, content
+accuracy and the new task's accuracy at the end (``geometry_record``).
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ from cfka_jax.geometry.force import energy
 from cfka_jax.geometry.net import Net
 from cfka_jax.geometry.stats import corr_pvalue, pearson, spearman
 from cfka_jax.geometry.synthetic import ModelConfig, fit_arrays
+from cfka_jax.claims.results import Clock
 from cfka_jax.jsonio import read_json_object
+from cfka_jax.experiments import geometry_record
 from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_json, write_markdown
 
 
@@ -84,6 +90,8 @@ class ErosionConfig:
     study: str = "erosion"
     """``erosion``: the five variants and the §6.5 prediction; ``cues``: the §6.6 train-cue × eval-cue grid and the
     §6.2 per-token collision protocol (``geometry_cues.py``)."""
+    record: str | None = None
+    results: str = "results"
 
     def __post_init__(self):
         if self.scale not in SCALES:
@@ -94,6 +102,10 @@ class ErosionConfig:
             if not math.isfinite(tau):
                 raise ValueError("--taus lists the masking thresholds; the unmasked run is always included")
             EnergyMaskConfig(tau=tau)
+        geometry_record.check_seeds(self.seeds)
+        geometry_record.check_record_name(self.record)
+        if self.record and self.study != "erosion":
+            raise ValueError("--record writes the erosion study's record; the cues study has none")
 
     @property
     def run_seeds(self) -> tuple[int, ...]:
@@ -281,6 +293,31 @@ def _plots(out, results, variants):
     save_plot(fig, out, "erosion_prediction")
 
 
+def _record_rows(cfg: ErosionConfig, result: dict) -> list[dict]:
+    """One record row per variant of a finished seed."""
+    r, rows = geometry_record.rounded, []
+    for name, run in result["runs"].items():
+        curve = run["curve"]
+        variant, tau = name if name in ("plain", "isolated") else "masked", float(run["tau"])  # "inf" when resumed
+        rows.append({"variant": variant, "tau": None if math.isinf(tau) else tau, "lr": cfg.lr,
+                     "seed": result["seed"], "masked_at_start": r(run["masked_fraction_base"]),
+                     "collision": r(run["collision"], 6), "pad_start": r(curve[0]["choice_mass"]),
+                     "pad_end": r(curve[-1]["choice_mass"]), "pad_min": r(min(c["choice_mass"] for c in curve)),
+                     "canonical_end": r(curve[-1]["canonical_rate"]), "content_end": r(curve[-1]["content_acc"]),
+                     "new_acc": r(curve[-1]["new_acc"]), "old_nll_end": r(curve[-1]["old_nll"])})
+    return rows
+
+
+def _regime(cfg: ErosionConfig, s: ErosionScale) -> dict:
+    return {"model": f"{cfg.arch} port, d = {s.model.hidden}, {s.model.layers} blocks",
+            "pt_quality": f"old task after {s.base_steps} AdamW steps (lr 3e-3): rows' pad_start (P(A..D) before "
+                          "fine-tuning)",
+            "world": "formats world (cfka_jax/geometry/formats.py), drawn from the seed: old multiple-choice task, "
+                     "new long-form task, ANS at the same position; isolated: markers P / R",
+            "dose": f"{s.steps} AdamW steps (batch 32, lr {cfg.lr:g}), response tokens supervised; collision = old "
+                    "answer NLL change after one step at the full lr", "scale": cfg.scale}
+
+
 def run_erosion(cfg: ErosionConfig) -> dict:
     s = SCALES[cfg.scale]
     if cfg.study == "cues":
@@ -288,13 +325,22 @@ def run_erosion(cfg: ErosionConfig) -> dict:
 
         return run_cues(cfg, s)
     out = pathlib.Path(cfg.out)
-    results = []
+    results, done = [], []
     for seed in cfg.run_seeds:
-        result = _load_seed(out, cfg, seed)
+        result, seconds = _load_seed(out, cfg, seed), {}
         if result is None:
+            clock = Clock()
             result = run_seed(cfg, seed)
-            write_json(out, _seed_file(out, seed).stem, {"config": dataclasses.asdict(cfg), "result": result})
+            seconds = clock.elapsed()
+            write_json(out, _seed_file(out, seed).stem, {"config": dataclasses.asdict(cfg), "result": result,
+                                                        **seconds})
+        else:
+            seconds = {k: read_json_object(_seed_file(out, seed), "an erosion seed result").get(k)
+                       for k in ("wall_s", "cpu_s")}
         results.append(result)
+        if cfg.record:
+            done.append({"seed": seed, "rows": _record_rows(cfg, result), **seconds})
+            geometry_record.write_study_record("erosion", cfg, done, _regime(cfg, s), planned=cfg.run_seeds)
     variants = [v[0] for v in _variants(cfg)]
     summary = summarize(results, variants)
     write_json(out, "erosion", {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), **summary})

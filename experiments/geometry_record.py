@@ -113,13 +113,16 @@ def run_study(study: str, cfg, run_seed: Callable[[int, pathlib.Path], list[Mapp
     return done
 
 
-def write_study_record(study: str, cfg, done: Sequence[Mapping[str, Any]], regime: Mapping[str, Any]) -> pathlib.Path:
-    """The record ``token-force/<cfg.record>`` from the finished seeds ``done`` (their rows, summed seconds)."""
+def write_study_record(study: str, cfg, done: Sequence[Mapping[str, Any]], regime: Mapping[str, Any],
+                       planned: Sequence[int] | None = None) -> pathlib.Path:
+    """The record ``token-force/<cfg.record>`` from the finished seeds ``done`` (their rows, summed seconds; a seed
+    run before its seconds were kept counts as null in ``seed_seconds`` and 0 in the sums)."""
     seeds = [d["seed"] for d in done]
     prov = provenance(config=_what(cfg), seeds=seeds, clock=Clock(), command=command_line(study, cfg))
-    prov.update(wall_s=round(sum(d["wall_s"] for d in done), 2), cpu_s=round(sum(d["cpu_s"] for d in done), 2),
-                seed_seconds={str(d["seed"]): {"wall_s": d["wall_s"], "cpu_s": d["cpu_s"]} for d in done},
-                seeds_planned=list(run_seeds(cfg)))
+    total = lambda key: round(sum(d.get(key) or 0.0 for d in done), 2)  # noqa: E731
+    prov.update(wall_s=total("wall_s"), cpu_s=total("cpu_s"),
+                seed_seconds={str(d["seed"]): {"wall_s": d.get("wall_s"), "cpu_s": d.get("cpu_s")} for d in done},
+                seeds_planned=list(planned if planned is not None else run_seeds(cfg)))
     rows = [row for d in done for row in d["rows"]]
     return write_record(cfg.results, f"{PAPER}/{cfg.record}", rows=rows, regime=regime, provenance=prov)
 

@@ -52,6 +52,19 @@ def test_energy_and_coldstart_records(tmp_path):
     assert all(0.0 <= v <= 1.0 for v in cold.values("sign_c"))
 
 
+@pytest.mark.slow
+def test_erosion_record(tmp_path):
+    out, results = _run(tmp_path, "erosion", "--taus", "1.5", "--record", "erosion_smoke")
+    rec = load_records(results)["token-force/erosion_smoke"]
+    assert rec.provenance["seeds"] == [0] and rec.provenance["seed_seconds"]["0"]["wall_s"] > 0
+    assert [(r["variant"], r["tau"]) for r in rec.rows] == [("plain", None), ("masked", 1.5), ("isolated", None)]
+    assert all(0.0 <= r["pad_end"] <= 1.0 and r["pad_min"] <= r["pad_end"] for r in rec.rows)
+    mtime = (out / "erosion_seed0.json").stat().st_mtime_ns
+    _run(tmp_path, "erosion", "--taus", "1.5", "--record", "erosion_smoke")  # resumed: the record is rewritten
+    assert (out / "erosion_seed0.json").stat().st_mtime_ns == mtime
+    assert load_records(results)["token-force/erosion_smoke"].rows == rec.rows
+
+
 def test_bad_record_name_or_seeds_is_refused_before_running(tmp_path):
     for bad, msg in ((["--record", "../x"], "record must be a plain name"), (["--seeds", "1,1"], "distinct")):
         with pytest.raises(ValueError, match=msg):
