@@ -4,7 +4,7 @@ Gated DeltaNet / gated full attention; config, NNX model, strict HF conversion a
 
 from cfka_jax.models import gqa
 from cfka_jax.models.family import Family, ModelSize, Traits, register
-from cfka_jax.models.qwen3_5.config import Qwen35Config
+from cfka_jax.models.qwen3_5.config import Qwen35Config, default_layer_types
 from cfka_jax.models.qwen3_5.convert import SkippedWeightsWarning, export, load
 from cfka_jax.models.qwen3_5.model import HybridCache, Qwen35Model
 
@@ -26,11 +26,15 @@ and value heads over ``heads``)."""
 def from_size(size: ModelSize, *, vocab_size: int, **fields) -> Qwen35Config:
     """A from-scratch Qwen3.5 config of ``size``: GQA with ``size.kv_heads`` and H = D / N in the full layers,
     linear layers with U = N value heads and G = K key heads of width D / N (so every width scales with the size),
-    HF's layer pattern (every 4th layer full attention; ``layer_types`` may be passed), tied embeddings (as the
-    small Qwen3.5 models). ``fields`` override any field."""
+    HF's layer pattern (every 4th layer full attention) with the last layer full when L < 4 (so every size has
+    both kinds: 2 layers are [linear, full]), tied embeddings (as the small Qwen3.5 models). ``fields`` override
+    any field (``layer_types`` included)."""
     h = size.hidden // size.heads
+    kinds = default_layer_types(size.layers)
+    if "full_attention" not in kinds:
+        kinds = kinds[:-1] + ("full_attention",)
     shape = dict(head_dim=h, linear_num_value_heads=size.heads, linear_num_key_heads=size.kv_heads,
-                 linear_key_head_dim=h, linear_value_head_dim=h, tie_word_embeddings=True)
+                 linear_key_head_dim=h, linear_value_head_dim=h, tie_word_embeddings=True, layer_types=kinds)
     return Qwen35Config(vocab_size=vocab_size, **size.hf_sizes(), **{**shape, **fields})
 
 
