@@ -4,7 +4,7 @@ spec taalm.md §4–§9): meta-train the Train-Attention model φ, then run ever
     cfka taalm --preset smoke|small|paper --out DIR [--methods "Finetune,Oracle,TAALM"] [--no-twiki]
     cfka taalm --biography PT_DIR --preset smoke|small --out DIR     # φ for a Biography CPT run (taalm_biography)
     cfka taalm --lama-ckl DIR | --temporalwiki DIR --model HF_DIR ...  # the real files (taalm_real)
-    python -m cfka_jax.experiments.taalm --preset small --out runs/taalm-small
+    python -m cfka_jax.experiments.taalm_command --preset small --out runs/taalm-small
 
 Pipeline (every stage resumes from ``DIR``): the synthetic world (``data/ckl_world.py``) → a word-level tokenizer →
 θ0 pre-trained on the PT corpus (``DIR/pt``) → θ0 scores every candidate fact and the LAMA-CKL files are selected
@@ -185,13 +185,3 @@ def run(cfg: TaalmConfig, *, twiki: bool = True, on_stage=None) -> dict:
     stages.write_reports(out, cfg, lama, tw, sets, pt_record, setup, tok)
     return {"lama": lama, "twiki": tw}
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``cfka taalm`` (any of its three studies; ``experiments/taalm_command.py`` owns the command line)."""
-    from cfka_jax.experiments.taalm_command import main as taalm_main
-
-    return taalm_main(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

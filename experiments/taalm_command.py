@@ -17,6 +17,7 @@ import functools
 import pathlib
 
 from cfka_jax.cli_gen import Flags
+from cfka_jax.experiments import taalm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,15 +61,13 @@ class Config:
 
     def taalm(self):
         """The study's config: the preset with the chosen methods."""
-        from cfka_jax.experiments.taalm import preset, with_seed
-
-        cfg = preset(self.preset, self.out)
+        cfg = taalm.preset(self.preset, self.out)
         over = {"progress": self.progress}
         if self.methods:
             over["methods"] = self.methods
         if self.twiki_methods:
             over["twiki_methods"] = self.twiki_methods
-        return with_seed(dataclasses.replace(cfg, **over), self.seed)
+        return taalm.with_seed(dataclasses.replace(cfg, **over), self.seed)
 
     def __post_init__(self):
         if self.seed < 0:
@@ -105,9 +104,7 @@ class Config:
 
 
 def _presets() -> list[str]:
-    from cfka_jax.experiments.taalm import PRESETS
-
-    return sorted(PRESETS)
+    return sorted(taalm.PRESETS)
 
 
 SYNTHETIC = Flags(Config, prog="cfka taalm", choices={"preset": _presets},
@@ -162,15 +159,17 @@ def command(parsed) -> int:
         from cfka_jax.experiments import taalm_real
 
         return taalm_real.command(cfg)
-    from cfka_jax.experiments.taalm import run
-
     if cfg.record is not None:  # its clock starts now: the run's wall and CPU time go into the records
         from cfka_jax.experiments import taalm_record  # noqa: F401
     study = cfg.taalm()
-    run(study, twiki=cfg.twiki, on_stage=cfg.record_stage if cfg.record is not None else None)
+    taalm.run(study, twiki=cfg.twiki, on_stage=cfg.record_stage if cfg.record is not None else None)
     print((pathlib.Path(study.out) / "table.md").read_text())
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     return command(FLAGS.parse(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

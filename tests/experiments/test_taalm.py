@@ -5,7 +5,7 @@ import dataclasses
 import json
 
 import pytest
-from cfka_jax.experiments import taalm, taalm_biography
+from cfka_jax.experiments import taalm, taalm_biography, taalm_command
 from cfka_jax.experiments import taalm_report as report
 
 
@@ -24,7 +24,7 @@ def test_bad_settings_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="unknown preset"):
         taalm.preset("huge")
     with pytest.raises(SystemExit):
-        taalm.main(["--preset", "huge"])
+        taalm_command.main(["--preset", "huge"])
 
 
 def test_tables_put_the_paper_beside_ours():
@@ -47,7 +47,7 @@ def test_smoke_run_writes_tables_plot_and_heatmap(tmp_path):
     out = tmp_path / "run"
     argv = ["--preset", "smoke", "--out", str(out), "--methods", "Finetune,TAALM", "--twiki-methods", "Finetune",
             "--no-progress"]
-    assert taalm.main(argv) == 0
+    assert taalm_command.main(argv) == 0
     table = (out / "table.md").read_text()
     assert "| TAALM |" in table and "| Finetune |" in table and "TemporalWiki" in table
     assert (out / "accuracy.png").stat().st_size > 0 and (out / "phi_heatmap.png").stat().st_size > 0
@@ -55,7 +55,7 @@ def test_smoke_run_writes_tables_plot_and_heatmap(tmp_path):
     assert set(summary["lama"]) == {"Finetune", "TAALM"} and summary["phi_best_step"] is not None
     assert (out / "phi" / "phi.json").exists() and (out / "lama_ckl" / "variant.jsonl").exists()
     # a second call resumes every stage from the folder
-    assert taalm.main(argv) == 0
+    assert taalm_command.main(argv) == 0
     with pytest.raises(ValueError, match="other settings"):
         taalm.run(dataclasses.replace(taalm.preset("smoke", str(out)), pt=dataclasses.replace(
             taalm.preset("smoke").pt, epochs=3)))
@@ -69,7 +69,7 @@ def test_biography_presets_parse_and_the_mode_dispatches(name, tmp_path):
     with pytest.raises(ValueError, match="not available in the biography recipe"):
         dataclasses.replace(cfg, method="taalm")
     with pytest.raises(SystemExit):  # `cfka taalm --biography ...` goes to taalm_biography's parser
-        taalm.main(["--biography", str(tmp_path), "--preset", "paper"])
+        taalm_command.main(["--biography", str(tmp_path), "--preset", "paper"])
 
 
 @pytest.mark.slow
@@ -81,7 +81,7 @@ def test_biography_smoke_run_writes_phi_table_and_heatmap(tmp_path):
     pretrain(PTSpec(preset="smoke", out=pt, cache_dir=cache, progress=False))
     out = tmp_path / "bio"
     argv = ["--biography", pt, "--preset", "smoke", "--out", str(out), "--cache-dir", cache, "--no-progress"]
-    assert taalm.main(argv) == 0
+    assert taalm_command.main(argv) == 0
     summary = json.loads((out / "table.json").read_text())
     assert set(summary["runs"]) == {"replay-all", "replay-all + TAALM φ"}
     assert all(r["Continual/sFTA"] is not None for r in summary["runs"].values())

@@ -104,7 +104,7 @@ VICTIMS = ("metatrain.json", "phi/phi.json", "lama/taalm.json", "twiki/finetune.
 def killed_chain(out) -> list[int]:
     """Run the smoke protocol into ``out``, SIGKILLed at each of ``VICTIMS`` in turn, then to the end; the exit
     statuses (a run that fails otherwise shows its stderr)."""
-    code = KILLER + "from cfka_jax.experiments import taalm\nsys.exit(taalm.main(sys.argv[2:]))\n"
+    code = KILLER + "from cfka_jax.experiments import taalm_command\nsys.exit(taalm_command.main(sys.argv[2:]))\n"
     codes = []
     for victim in (*VICTIMS, "<never>"):
         proc = _run(code, victim, *ARGV, "--out", str(out))
@@ -116,10 +116,10 @@ def killed_chain(out) -> list[int]:
 
 @pytest.mark.slow
 def test_taalm_killed_at_every_result_write_resumes_to_the_same_tables(tmp_path):
-    from cfka_jax.experiments import taalm
+    from cfka_jax.experiments import taalm_command
 
     ref, out = tmp_path / "ref", tmp_path / "killed"
-    assert taalm.main([*ARGV, "--out", str(ref)]) == 0
+    assert taalm_command.main([*ARGV, "--out", str(ref)]) == 0
     assert killed_chain(out) == [-signal.SIGKILL] * len(VICTIMS) + [0]
     got, want = {**tables(out), **state(out)}, {**tables(ref), **state(ref)}
     assert sorted(got) == sorted(want)

@@ -29,8 +29,10 @@ def test_stages_cut_the_cpt_population_into_disjoint_groups(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(methods=("naive", "ewc")), "once per stage"), (dict(methods=("lora",)), "one of"),
-    (dict(methods=("replay",), alpha=1.0), "alpha < 1"), (dict(alpha=0.0), "alpha"),
+    (dict(methods=("naive", "ewc")), "once per stage"), (dict(methods=("lora",)), "unknown method component 'lora'"),
+    (dict(methods=("replay",), alpha=1.0), "alpha < 1"), (dict(methods=("ewc + stoc",), alpha=1.0), "alpha < 1"),
+    (dict(methods=("kadapter",)), "not available in the stream recipe"),
+    (dict(methods=("gpm + nullspace",)), "both set the transform hook"), (dict(alpha=0.0), "alpha"),
     (dict(rewarm="later"), "rewarm"), (dict(stages=0), "stages"), (dict(gpm_threshold=1.5), "threshold"),
     (dict(rewarm_peak=1e-9), "peak")])
 def test_bad_stream_specs_are_refused(kwargs, match):
@@ -45,6 +47,10 @@ def test_cli_arguments_make_the_spec_and_the_matrix_table():
     assert type(spec) is StreamSpec and cfg.tracking().tensorboard == "x/tb" and cfg.tracking().run_name == "x"
     assert spec.methods == ("naive", "replay", "gpm") and spec.method(2) == "replay"
     assert spec.schedule.steps == BIOGRAPHY["small"].cpt.steps // 3 and spec.schedule.warmup == 13
+    both = parse(["--method", "stoc + ewc,replay + lwf(T=2 weight=0.5)", "--stages", "2", "--out", "y"]).spec()
+    assert both.methods == ("stoc + ewc", "replay + lwf(T=2 weight=0.5)")  # a stage runs a composition
+    assert both.resolved(1).hooks.filled() == ("documents", "penalty")
+    assert both.resolved(2).hooks.filled() == ("documents", "token_objective") and both.resolved(2).mixes
     text = matrix_markdown([[0.5, 0.1], [0.25, 0.75]], ["PT", "stage 1"], "sFTA")
     assert "| stage 1 | 25.0 | 75.0 |" in text
 
