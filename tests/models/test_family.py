@@ -12,9 +12,10 @@ SIZE = ModelSize(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=29)  # P
 
 
 def test_every_model_type_and_name_resolves():
-    assert set(family.names()) == {"llama", "olmo", "olmo2", "pythia", "qwen"}
+    assert set(family.names()) == {"llama", "olmo", "olmo2", "pythia", "qwen", "qwen3_5"}
     assert {t: family.for_model_type(t).name for t in family.model_types()} == {
-        "gpt_neox": "pythia", "qwen2": "qwen", "qwen3": "qwen", "llama": "llama", "olmo": "olmo", "olmo2": "olmo2"}
+        "gpt_neox": "pythia", "qwen2": "qwen", "qwen3": "qwen", "llama": "llama", "olmo": "olmo", "olmo2": "olmo2",
+        "qwen3_5_text": "qwen3_5", "qwen3_5": "qwen3_5"}
     with pytest.raises(ValueError, match="unsupported model_type 'mamba'; expected one of"):
         family.for_model_type("mamba")
     with pytest.raises(ValueError, match="unknown model family 'gpt2'"):
