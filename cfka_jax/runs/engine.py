@@ -172,7 +172,7 @@ def check_run_options(loss_chunk: int | None, final_checkpoint: str, guard: str 
 def check_loss_chunk(loss_chunk: int | None, method, flag: str = "--method") -> None:
     """Before anything is written: ``--loss-chunk`` computes the plain next-token NLL only, so a method whose token
     loss is another (RHO-1's excess loss reads the full logits) is refused naming both options."""
-    if loss_chunk is not None and method.token_loss != "nll":
+    if loss_chunk is not None and method.hooks.token_objective is not None:
         raise ValueError(f"--loss-chunk computes the plain next-token NLL; {flag} {method.name!r} trains with the "
                          f"{method.token_loss} token loss, which needs the full logits (drop --loss-chunk)")
 
