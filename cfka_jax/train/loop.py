@@ -282,6 +282,8 @@ def _loop(state, step_fn, batch_at, cfg, out_dir, ckpts, tracer, stop, evaluate,
     def settle(t: int, metrics: dict) -> None:
         """Step t's guard and records (its state is not needed)."""
         if stop_on_nonfinite and not bool(metrics["finite"]):
+            if ckpts is not None:
+                ckpts.wait()  # the last good checkpoint may still be being written
             where = (f"; the run stopped, last good checkpoint: step {ckpts.latest_step()} in {ckpts.directory}"
                      if ckpts is not None else "; the run stopped")
             raise NonFiniteError(f"non-finite loss/gradient/parameters at step {t} "
