@@ -321,11 +321,11 @@ def _range(values) -> str:
 
 def step_table(rows: list[dict]) -> str:
     """One line per step (markdown): the seeds' Pearson as mean (min … max), the widest interval's ends, Spearman,
-    the names-and-relations-only Pearson, the untrained members' Pearson, the query's attention on itself, the mean
-    z of the query token against the names', and the final loss."""
+    the names-and-relations-only Pearson, the quoted (un-centred, all objects) DI's, the untrained members',
+    the query's attention on itself, the mean z of the query token against the names', and the final loss."""
     lines = ["| step | Pearson, mean (min … max) | interval ends (lowest lo, highest hi) | Spearman | names + "
-             "relations only | untrained | attention on the query itself | z query / z names | final loss |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "relations only | quoted DI | untrained | attention on the query itself | z query / z names | final "
+             "loss |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["name"] for r in rows):
         rs = [r for r in rows if r["name"] == name]
         col = lambda k: _range([r[k] for r in rs]) if all(k in r for r in rs) else "—"  # noqa: E731
@@ -335,7 +335,7 @@ def step_table(rows: list[dict]) -> str:
                 f"KL {max(r['final_kl'] for r in rs):.1e}" if "final_kl" in rs[0] else "—")
         ends = f"[{min(r['pearson_lo'] for r in rs):+.2f}, {max(r['pearson_hi'] for r in rs):+.2f}]"
         lines.append(f"| {rs[0]['step']} {name} ({len(rs)}) | {col('pearson')} | {ends} | {col('spearman')} | "
-                     f"{col('slots_pearson')} | "
+                     f"{col('slots_pearson')} | {col('pearson_quoted')} | "
                      f"{col('pearson_init')} | {col('on_query').replace('+', '')} | {ratio} | {loss} |")
     return "\n".join(lines)
 
