@@ -5,10 +5,15 @@
     python bench/models.py generate  [--family pythia|qwen|llama] [--batch 8] [--prompt 32] [--new 64]
     python bench/models.py profile   [--family pythia|qwen|llama]   (why the JAX train step is slow on CPU)
     python bench/models.py generate  --shape qwen2.5-0.5b [--sample]   (a real model's shape)
+    python bench/models.py rows      [--families olmo olmo2 qwen3_5] [--batch 2] [--seq 64] [--prompt 16] [--new 16]
+                                     (forward, train step and generate of each family, one table, one run)
 
 Model: a random-init ~17M-parameter fp32 model built from the same HF config on both sides: the registry's
 from-scratch config of the family (``--family``: any registered one) with 6 layers, D = 384, 6 heads (2 KV heads
-where the family has grouped-query attention: Qwen2, Llama), F = 1536, V = 8192, untied head.
+where the family has grouped-query attention: Qwen2, Llama, OLMo-2, Qwen3.5), F = 1536, V = 8192, untied head.
+Qwen3.5's from-scratch config has HF's layer pattern (layers 0-2 and 4-5 Gated DeltaNet, layer 3 full attention)
+with 6 value / 2 key heads of width 64 in the linear layers; HF torch runs its reference (pure torch) delta rule
+and convolution, as it does on any CPU without the ``flash-linear-attention`` / ``causal-conv1d`` kernels.
 The JAX weights are converted from the torch model, so both compute the same function.
 
 * forward: logits of ``[B, S]`` tokens; JAX ``jax.jit`` over split state vs torch ``inference_mode``.
@@ -111,8 +116,23 @@ def build(name: str, shape: str | None = None):
     return hf, model
 
 
+def hybrid_flops(cfg, batch: int, seq: int) -> float:
+    """Qwen3.5's forward matmul FLOPs (2 per multiply-add): full layers' gated q_proj (N·2H), k/v, o_proj and the
+    S × S attention square; linear layers' in_proj_qkv (C), z (UW), a and b (U each), out_proj, and the delta rule
+    as the recurrence costs it (k·S, the write, q·S: 3 UYW per token); the SwiGLU MLPs and the head."""
+    d, f, v = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    n, k, h = cfg.num_attention_heads, cfg.kv_heads, cfg.head_size
+    u, y, w = cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim
+    full = d * (2 * n * h + 2 * k * h) + n * h * d + 2 * n * h * seq
+    linear = d * (cfg.conv_channels + u * w + 2 * u) + u * w * d + 3 * u * y * w
+    per_token = len(cfg.full_layers) * full + len(cfg.linear_layers) * linear + cfg.num_hidden_layers * 3 * d * f + d * v
+    return 2.0 * batch * seq * per_token
+
+
 def matmul_flops(cfg, batch: int, seq: int) -> float:
     """Forward matmul FLOPs for ``[batch, seq]`` tokens (2 per multiply-add)."""
+    if models.family.of(cfg).name == "qwen3_5":
+        return hybrid_flops(cfg, batch, seq)
     d, f, v, layers = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
     n, h = cfg.num_attention_heads, d // cfg.num_attention_heads
     t = models.family.of(cfg).traits(cfg)
@@ -322,13 +342,39 @@ def profile(hf, model, args) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------------------------------- rows
+
+
+def rows(args) -> list[dict]:
+    """Forward, train step and greedy generate of each of ``args.families`` against HF torch at the benchmark size,
+    in one process (each pair timed alternately); prints one table of tokens/s and ratios."""
+    out = []
+    for name in args.families:
+        hf, model = build(name)
+        # train last: its step donates the model's parameter buffers
+        for what, fn in (("forward", bench_forward), ("generate", bench_generate), ("train", bench_train)):
+            r = fn(hf, model, args)
+            tokens = args.batch * (args.new if what == "generate" else args.seq)
+            row = dict(family=name, what=what, tokens_per_s_jax=tokens / r["t_jax"],
+                       tokens_per_s_torch=tokens / r["t_torch"], ratio=r["t_torch"] / r["t_jax"],
+                       t_jax_s=r["t_jax"], t_torch_s=r["t_torch"], compile_s=r["compile_s"],
+                       **{k: r[k] for k in ("max_abs_logit_diff", "tokens_equal") if k in r})
+            out.append(row)
+            print(f"{name:<9}{what:<9}{row['tokens_per_s_jax']:>12.0f}{row['tokens_per_s_torch']:>12.0f}"
+                  f"{row['ratio']:>8.2f}x  compile {r['compile_s']:.1f} s"
+                  + "".join(f"  {k} {r[k]}" for k in ("max_abs_logit_diff", "tokens_equal") if k in r), flush=True)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------- main
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["forward", "train", "generate", "profile"])
+    ap.add_argument("what", choices=["forward", "train", "generate", "profile", "rows"])
     ap.add_argument("--family", choices=family.names(), default="pythia")
+    ap.add_argument("--families", nargs="+", choices=family.names(), default=["olmo", "olmo2", "qwen3_5"],
+                    help="rows: the families benchmarked in one run")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--prompt", type=int, default=32)
@@ -350,6 +396,13 @@ def main() -> None:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
+    if args.what == "rows":
+        print(f"rows: batch {args.batch}, seq {args.seq}, prompt {args.prompt} + {args.new} new; {os.cpu_count()} "
+              f"cores, torch threads {torch.get_num_threads()}, load avg {os.getloadavg()[0]:.1f}")
+        print(f"{'family':<9}{'what':<9}{'jax tok/s':>12}{'torch tok/s':>12}{'ratio':>9} (jax / torch tokens/s)")
+        table = rows(args)
+        print(json.dumps({"bench": "models_rows", **vars(args), "rows": table, "load_avg_1m": os.getloadavg()[0]}))
+        return
     hf, model = build(args.family, args.shape)
     if args.what == "profile":
         row = profile(hf, model, args)

@@ -28,6 +28,16 @@ for every generator of the group (the matrix form for GL(n), one scalar per inde
   feeds an RMSNorm (scale-invariant blocks); no ``norm_attn`` / ``norm_mlp``, whose norms now follow the sublayers
   and feed only the residual. The scale-invariant blocks (here and Qwen3's) are exact as the norm's ε → 0: the
   ε in ``rsqrt(mean(x²) + ε)`` leaves a relative drift of order ε / mean(x²).
+* Qwen3.5 (:func:`_hybrid_invariants`; its RMSNorms are zero-centred, gain γ = 1 + w, and dγ/dt = dw/dt, so each
+  norm family holds with γ in place of a scale): over every layer ``norm_attn`` (γ of ``input_layernorm`` against
+  the rows of q/k/v_proj in a full layer, of in_proj_qkv/z/a/b in a linear one), ``norm_mlp``, ``mlp``; over the
+  full layers ``qk_norm`` (A/2) the q_norm against k_norm gains per rotary plane and ``qk_pass_norm`` (H − A) per
+  pass-through dim, ``q_head`` (N: the q half of each head's q_proj columns, which feeds the per-head norm;
+  the gate half does not) and ``k_head`` (K), ``vo_diag`` (K, H) v's dim h of a KV head against o_proj row h of
+  every query head reading it (the output gate σ(gate) multiplies each dim on its own, leaving the diagonal of
+  GL(H)); over the linear layers ``gated_norm`` (W) the gated norm's weight (a plain gain) on dim j against
+  out_proj row j of every value head. The short convolution (SiLU), the decay (softplus, exp) and β (sigmoid)
+  are not homogeneous: no family there.
 * OLMo (parameter-free LayerNorms): no norm families; with ``clip_qkv`` set no q/k, ``vo``, ``qo`` or ``kv``
   family either (the clamp is not homogeneous), leaving ``mlp``.
 
@@ -292,7 +302,7 @@ def _block(layer: _Layer, cfg, t: Traits) -> dict[str, Invariant]:
 
 
 def port_invariants(params: Any, cfg, rates: Rates = None) -> dict[str, Invariant]:
-    """Every conserved family of a port (Qwen2/Qwen3/Pythia/Llama/OLMo/OLMo-2; module docstring), stacked over
+    """Every conserved family of a port (Qwen2/Qwen3/Pythia/Llama/OLMo/OLMo-2/Qwen3.5; module docstring), stacked over
     layers.
 
     Args:
@@ -305,12 +315,76 @@ def port_invariants(params: Any, cfg, rates: Rates = None) -> dict[str, Invarian
     """
     fam = family.of(cfg)
     tree, t = _tree(params), fam.traits(cfg)
+    if fam.name == "qwen3_5":
+        return _hybrid_invariants(tree, cfg, t, fam, rates)
     blocks = [_block(layer, cfg, t) for layer in _layers(tree, cfg, rates)]
     out = {name: Invariant(*(jnp.stack([b[name][i] for b in blocks]) for i in range(2))) for name in blocks[0]}
     if not cfg.tie_word_embeddings and t.norm != "nonparametric_layernorm":
         top = _Layer(tree, (), None, rates)
         head = top.get(fam.head, "kernel")
         out["norm_final"] = _norm_vs_rows(_norm(top, fam.final_norm, t), [head])
+    return out
+
+
+def _gain(layer: _Layer, *path) -> tuple:
+    """A zero-centred norm's gain ``1 + w`` with the rate of w."""
+    w, eta = layer.get(*path, "scale")
+    return 1.0 + w, eta
+
+
+def _hybrid_full(layer: _Layer, cfg) -> dict[str, Invariant]:
+    n, k, h, a = cfg.num_attention_heads, cfg.kv_heads, cfg.head_size, cfg.rotary_dim
+    (wq, eq), (wk, ek), (wv, ev) = (layer.get("self_attn", f"{x}_proj", "kernel") for x in "qkv")
+    bias = {x: layer.get("self_attn", f"{x}_proj", "bias") if layer.has("self_attn", f"{x}_proj", "bias") else None
+            for x in "qkv"}
+    q = (wq.reshape(wq.shape[0], n, 2 * h)[..., :h], eq)
+    qb = None if bias["q"] is None else (bias["q"][0].reshape(n, 2 * h)[:, :h], bias["q"][1])
+    kk, kb = (wk.reshape(wk.shape[0], k, h), ek), None if bias["k"] is None else (bias["k"][0].reshape(k, h), bias["k"][1])
+    v, vb = (wv.reshape(wv.shape[0], k, h), ev), None if bias["v"] is None else (bias["v"][0].reshape(k, h), bias["v"][1])
+    (gq, eqn), (gk, ekn) = _gain(layer, "self_attn", "q_norm"), _gain(layer, "self_attn", "k_norm")
+    sq, sk = gq**2 / eqn, gk**2 / ekn
+    half = a // 2
+    pq, pk = sq[:half] + sq[half:a], sk[:half] + sk[half:a]
+    q_head = _sq(q, "dnh,dnh->n") + _sq(qb, "nh,nh->n")
+    k_head = _sq(kk, "dkh,dkh->k") + _sq(kb, "kh,kh->k")
+    wo, eo = layer.get("self_attn", "o_proj", "kernel")
+    o = _grouped((jnp.moveaxis(wo.reshape(n, h, -1), -1, 0), eo), k)  # (D, K, G, H)
+    gv, go = _sq(v, "dkh,dkh->kh") + _sq(vb, "kh,kh->kh"), _sq(o, "dkgh,dkgh->kh")
+    out = {"qk_norm": Invariant(pq - pk, pq + pk), "q_head": Invariant(q_head, q_head),
+           "k_head": Invariant(k_head, k_head), "vo_diag": Invariant(gv - go, gv + go)}
+    if a < h:
+        out["qk_pass_norm"] = Invariant(sq[a:] - sk[a:], sq[a:] + sk[a:])
+    return out
+
+
+def _hybrid_invariants(tree: dict, cfg, t: Traits, fam, rates: Rates) -> dict[str, Invariant]:
+    """Qwen3.5's families (module docstring), each stacked over the layers that have it."""
+    per_layer, full, linear = [], [], []
+    for i, kind in enumerate(cfg.layer_types):
+        layer = _Layer(tree, ("layers", i), None, rates)
+        if kind == "full_attention":
+            rows = [layer.get("self_attn", f"{x}_proj", "kernel") for x in "qkv"]
+            full.append(_hybrid_full(layer, cfg))
+        else:
+            rows = [layer.get("linear_attn", p, "kernel") for p in ("in_proj_qkv", "in_proj_z", "in_proj_a",
+                                                                     "in_proj_b")]
+            wo, eo = layer.get("linear_attn", "out_proj", "kernel")
+            u, w = cfg.linear_num_value_heads, cfg.linear_value_head_dim
+            terms = _Terms()
+            terms.add("a", _sq(layer.get("linear_attn", "norm", "scale"), "j,j->j"))
+            terms.add("b", _sq((wo.reshape(u, w, -1), eo), "ujd,ujd->j"))
+            linear.append({"gated_norm": terms.done()})
+        mlp_in = [layer.get("mlp", "gate_proj", "kernel"), layer.get("mlp", "up_proj", "kernel")]
+        per_layer.append({"norm_attn": _norm_vs_rows([_gain(layer, "input_layernorm")], rows),
+                          "norm_mlp": _norm_vs_rows([_gain(layer, "post_attention_layernorm")], mlp_in),
+                          **_mlp(layer, t)})
+    out = {}
+    for blocks in (per_layer, full, linear):
+        out.update({name: Invariant(*(jnp.stack([b[name][i] for b in blocks]) for i in range(2)))
+                    for name in (blocks[0] if blocks else {})})
+    if not cfg.tie_word_embeddings:
+        top = _Layer(tree, (), None, rates)
+        out["norm_final"] = _norm_vs_rows([_gain(top, fam.final_norm)], [top.get(fam.head, "kernel")])
     return out
 
 

@@ -114,7 +114,7 @@ def chunked(
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     q, k, v, g, beta = _prepare(q_BSGY, k_BSGY, v_BSUW, g_BSU, beta_BSU)
     m0 = _zero_state(q, v) if state_BUYW is None else state_BUYW.astype(F32)
-    b, s, u, y = q.shape
+    b, s, u, _ = q.shape
     w = v.shape[-1]
     pad = (-s) % chunk_size
     n = (s + pad) // chunk_size

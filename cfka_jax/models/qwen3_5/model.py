@@ -193,7 +193,9 @@ class Qwen35Block(nnx.Module):
 
     def __init__(self, cfg, kind: str, *, rngs: nnx.Rngs):
         self.kind = kind
-        norm = lambda: CenteredRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, dtype=cfg.dtype, rngs=rngs)  # noqa: E731
+        def norm() -> CenteredRMSNorm:
+            return CenteredRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, dtype=cfg.dtype, rngs=rngs)
+
         self.input_layernorm = norm()
         if kind == "linear_attention":
             self.linear_attn = GatedDeltaNet(cfg, rngs=rngs)

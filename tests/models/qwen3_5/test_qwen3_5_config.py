@@ -95,3 +95,24 @@ def test_from_size_has_both_kinds(layers, kinds):
     assert cfg.layer_types == kinds and cfg.tie_word_embeddings
     assert (cfg.head_dim, cfg.linear_num_value_heads, cfg.linear_num_key_heads) == (8, 4, 2)
     fam.build(cfg, seed=0)  # builds
+
+
+def test_every_matrix_has_logical_axes_and_the_readout_is_found():
+    """``parallel/rules``: every kernel of both layer kinds (and the conv kernel) gets logical axes from the
+    family's rows; ``geometry/readout`` finds the tied readout through the registry."""
+    import flax.nnx as nnx
+    import jax
+
+    from cfka_jax.geometry.readout import readout_matrix
+    from cfka_jax.parallel import rules
+
+    fam = family.get("qwen3_5")
+    cfg = fam.from_size(ModelSize(32, 2, 4, 2, 64), vocab_size=53)
+    state = nnx.state(fam.build(cfg, seed=0), nnx.Param)
+    flat = jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(state))[0]
+    unsharded = [jax.tree_util.keystr(p) for p, x in flat
+                 if x.ndim == 2 and all(a is None for a in rules.logical_axes(jax.tree_util.keystr(p), x.ndim))]
+    assert unsharded == []
+    conv = next(p for p, _ in flat if "conv1d" in jax.tree_util.keystr(p))
+    assert rules.logical_axes(jax.tree_util.keystr(conv), 2) == (None, "heads")
+    assert readout_matrix(nnx.to_pure_dict(state), cfg).shape == (53, 32)
