@@ -46,7 +46,8 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfka_jax.train.optim import OptimConfig, fused_clip_adamw
-from cfka_jax.train.step import ENSEMBLE_MODES, LossFn, TrainState, make_train_step, token_nll_loss
+from cfka_jax.train.step import (ENSEMBLE_MODES, LossFn, TrainState, lm_objective, make_train_step,
+                                 token_nll_loss)
 
 
 def stack_members(trees: Sequence[Any]) -> Any:
@@ -189,10 +190,47 @@ def scale_by_member_lr(schedule: MemberSchedule) -> optax.GradientTransformation
     return optax.GradientTransformation(init, update)
 
 
-def grid_tx(cfg: OptimConfig, schedule: MemberSchedule) -> optax.GradientTransformation:
+def mask_by_member(mask: Any) -> optax.GradientTransformation:
+    """Multiplies each update leaf by the member's mask (float32 0 / 1 per leaf, held in the state like the
+    schedule): a frozen leaf's AdamW update, weight decay included, is exactly zero."""
+
+    def init(params):
+        del params
+        return mask
+
+    def update(updates, state, params=None):
+        del params
+        return jax.tree.map(lambda u, m: jnp.asarray(m, u.dtype) * u, updates, state), state
+
+    return optax.GradientTransformation(init, update)
+
+
+def float_mask(trainable: Any) -> Any:
+    """A trainable mask (bools like the parameters, ``continual/peft.trainable_mask``) as float32 0 / 1 leaves."""
+    return jax.tree.map(lambda m: jnp.asarray(m, jnp.float32), trainable)
+
+
+def masked_value_and_grad(objective: Callable) -> Callable:
+    """``value_and_grad(params, *inputs, mask)`` of ``objective(params, *inputs)`` with the gradient multiplied
+    by ``mask`` (:func:`float_mask`, one per member): a member's frozen leaves get exactly zero gradient, as a lone
+    run's (``train/step.trainable_value_and_grad``), while every member of the one program differentiates the same
+    leaves (the members' masks differ: freeze-k per member)."""
+    value_and_grad = jax.value_and_grad(objective, has_aux=True)
+
+    def masked(params, *inputs):
+        *inputs, mask = inputs
+        out, grads = value_and_grad(params, *inputs)
+        return out, jax.tree.map(lambda g, m: g * jnp.asarray(m, g.dtype), grads, mask)
+
+    return masked
+
+
+def grid_tx(cfg: OptimConfig, schedule: MemberSchedule, mask: Any = None) -> optax.GradientTransformation:
     """``make_optimizer(cfg)`` (clip + AdamW, float32 state) with the learning rate a traced per-member number:
     the fused clip + AdamW at lr ≡ 1, then :func:`scale_by_member_lr`. Equal to the lone run's update bit for bit
-    (module docstring); ``cfg``'s own learning rates are unused (``schedule`` replaces them).
+    (module docstring); ``cfg``'s own learning rates are unused (``schedule`` replaces them). With ``mask`` (:func:`float_mask`, per
+    member) the update is multiplied by it last (:func:`mask_by_member`); give the step the masked gradient
+    (:func:`masked_value_and_grad`) so clipping sees the trained leaves' norm, as a lone masked run's does.
 
     Raises:
       ValueError: a ``state_dtype`` other than float32 (the unit-rate update is then rounded before scaling).
@@ -200,15 +238,17 @@ def grid_tx(cfg: OptimConfig, schedule: MemberSchedule) -> optax.GradientTransfo
     if cfg.state_dtype != "float32":
         raise ValueError(f"a run grid keeps the optimiser state in float32, got state_dtype {cfg.state_dtype!r}")
     unit = dataclasses.replace(cfg, peak_lr=1.0, min_lr=1.0, warmup_steps=0, decay="cosine", decay_steps=None)
-    return optax.chain(fused_clip_adamw(unit), scale_by_member_lr(schedule))
+    return optax.chain(fused_clip_adamw(unit), scale_by_member_lr(schedule),
+                       *((mask_by_member(mask),) if mask is not None else ()))
 
 
-def init_grid(params_E: Any, tx_of: Callable[[MemberSchedule], optax.GradientTransformation],
-              schedules_E: MemberSchedule) -> TrainState:
-    """The stacked :class:`TrainState` of a grid: member e's optimiser state is ``tx_of(schedule_e).init`` (its
-    schedule stored in it), vmapped; step counters ``E``."""
+def init_grid(params_E: Any, tx_of: Callable[[Any], optax.GradientTransformation], numbers_E: Any) -> TrainState:
+    """The stacked :class:`TrainState` of a grid: member e's optimiser state is ``tx_of(numbers_e).init`` (its
+    numbers, e.g. a :class:`MemberSchedule` or ``(schedule, mask)``, stored in it), vmapped; step counters ``E``.
+    The state holds copies of the numbers: the step donates it, and the caller may pass the masks as inputs."""
     num = jax.tree.leaves(params_E)[0].shape[0]
-    opt_state = jax.vmap(lambda p, s: tx_of(s).init(p))(params_E, schedules_E)
+    numbers_E = jax.tree.map(jnp.copy, numbers_E)
+    opt_state = jax.vmap(lambda p, n: tx_of(n).init(p))(params_E, numbers_E)
     return TrainState(params_E, opt_state, jnp.zeros((num,), jnp.int32))
 
 
@@ -255,15 +295,25 @@ def over_members(lone: Callable, mode: str, in_axes: tuple) -> Callable:
 
 def make_grid_step(graphdef, rest, tx: optax.GradientTransformation, *, in_axes: tuple = (0,), penalty=None,
                    loss_fn: LossFn = token_nll_loss, trainable=None, compute_dtype=None, mode: str = "vmap",
-                   donate: bool = True):
+                   donate: bool = True, member_masks: bool = False):
     """``step(state_E, *inputs) -> (state_E, metrics_E)``: the one step builder's lone step
     (``make_train_step(graphdef, rest, tx, penalty=, loss_fn=, trainable=, compute_dtype=)``) over the members
     (:func:`over_members` with ``in_axes``, one per input: the batch and, with a penalty, its operands), jitted once
     with the state donated. ``tx`` is one member's :func:`grid_tx` (its update reads each member's schedule from
     that member's state); build the state with :func:`init_grid` (wrapped in ``optim.masked_tx`` like the step's
-    ``tx`` when ``trainable`` is given: ``step.tx`` is the one the step runs)."""
-    lone = make_train_step(graphdef, rest, tx, penalty=penalty, loss_fn=loss_fn, trainable=trainable,
-                           compute_dtype=compute_dtype, donate=False)
+    ``tx`` when ``trainable`` is given: ``step.tx`` is the one the step runs).
+
+    ``member_masks``: the members train different leaves (freeze-k per member): the last input is each member's
+    :func:`float_mask` (give its ``in_axes`` entry 0), the gradient is masked (:func:`masked_value_and_grad`) and
+    ``tx`` must be a masked :func:`grid_tx`; ``trainable`` must then be None."""
+    if member_masks:
+        if trainable is not None:
+            raise ValueError("member_masks and trainable both set which leaves train; give one")
+        objective = lm_objective(graphdef, rest, loss_fn=loss_fn, penalty=penalty, compute_dtype=compute_dtype)
+        lone = make_train_step(graphdef, rest, tx, value_and_grad=masked_value_and_grad(objective), donate=False)
+    else:
+        lone = make_train_step(graphdef, rest, tx, penalty=penalty, loss_fn=loss_fn, trainable=trainable,
+                               compute_dtype=compute_dtype, donate=False)
     jitted = jax.jit(over_members(lone, mode, tuple(in_axes)), donate_argnums=(0,) if donate else ())
     jitted.tx = lone.tx
     return jitted
