@@ -266,12 +266,12 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
     path = pathlib.Path(directory).absolute()
     if not path.is_dir():
         raise CheckpointUnreadable(f"no checkpoint at {path}")
-    path = item_path(path)
+    data = item_path(path)  # errors name the step folder the user sees; the arrays may be in <step>/default/
     try:
         with _tidy_event_loops():
             handler = ocp.PyTreeCheckpointHandler()
             try:
-                meta = handler.metadata(path).tree
+                meta = handler.metadata(data).tree
             finally:
                 handler.close()
         stored = flatten_mapping(meta["state"])
@@ -296,7 +296,7 @@ def restore(directory: str | os.PathLike, abstract: Any, *, under: tuple[str, ..
         item["held"] = nest({q: word2 for q in held})
     try:
         with _tidy_event_loops():  # a failed read leaves no pending task or async generator behind
-            restored = _read(path, item, partial=bool(under))
+            restored = _read(data, item, partial=bool(under))
     except Exception as e:  # orbax/tensorstore raise several types for damaged array files
         raise CheckpointUnreadable(f"checkpoint {path} could not be read: {_first_line(e)}") from e
     if held:

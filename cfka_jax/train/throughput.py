@@ -38,6 +38,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+WALL_CLOCK = ("time_s", "tokens_per_s", "step_time_s", "mfu", "mfu_reason", "peak_flops")
+"""The fields of a train record that depend on wall-clock time (and, on CPU, on the probe of this process): a
+resumed run's records equal the uninterrupted run's without them."""
+
 PEAKS: tuple[tuple[str, float, str], ...] = (
     ("gh200", 989e12, "NVIDIA GH200: 989 TFLOP/s dense bf16"),
     ("h200", 989e12, "NVIDIA H200: 989 TFLOP/s dense bf16"),

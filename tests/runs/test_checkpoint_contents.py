@@ -42,8 +42,10 @@ def _bytes(path: pathlib.Path) -> int:
 def _stored(ckpt: pathlib.Path) -> set[str]:
     import orbax.checkpoint as ocp
 
+    from cfka_jax.train.checkpoint import item_path
+
     with ocp.StandardCheckpointer() as c:
-        return {".".join(p) for p in flatten_mapping(c.metadata(ckpt).item_metadata.tree["state"])}
+        return {".".join(p) for p in flatten_mapping(c.metadata(item_path(ckpt)).item_metadata.tree["state"])}
 
 
 def _dies_at_step_3(t):

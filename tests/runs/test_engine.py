@@ -46,7 +46,9 @@ def _steps(history):
 
 
 def _without_time(history):
-    return [{k: v for k, v in r.items() if k != "time_s"} for r in history]
+    from cfka_jax.train.throughput import WALL_CLOCK
+
+    return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in history]
 
 
 @pytest.fixture(scope="module")

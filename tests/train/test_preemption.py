@@ -19,11 +19,11 @@ from cfka_jax.train.checkpoint import CheckpointDir
 from cfka_jax.train.loop import LoopConfig, MetricsLog, Preempted, run_loop
 from cfka_jax.train.optim import OptimConfig, make_optimizer
 from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.train.throughput import WALL_CLOCK
 from tests.helpers import batch, split, tiny_model
 
 OPT = OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=1, total_steps=30)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-TIMED = ("time_s", "tokens_per_s", "step_time_s", "mfu", "peak_flops", "mfu_reason")  # wall-clock fields
 
 
 @functools.cache
@@ -45,7 +45,7 @@ def _leaves_equal(a, b):
 
 
 def _untimed(history):
-    return [{k: v for k, v in r.items() if k not in TIMED} for r in history]
+    return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in history]
 
 
 TERMINATED_RUN = textwrap.dedent("""
