@@ -6,7 +6,7 @@
 RUN_DIR is a full-update Biography run folder of ``cfka pt`` / ``cfka cpt`` (``config.json`` names the preset,
 architecture and seed; LoRA checkpoints hold other parameters and are refused). Every conserved family — head
 rescalings (W_Q ↔ W_K per rotary plane, W_V ↔ W_O), norm ↔ projection rows, gated-MLP up ↔ down, and the Qwen3 /
-linear-attention families where they apply — is evaluated at
+OLMo-2 / Qwen3.5 / linear-attention families where they apply (``--arch`` of any registered family) — is evaluated at
 
 * step 0: the initialisation of a PT run (``build_model`` with the run's seed), or the PT parameters a CPT run
   started from (its PT folder's ``params/``, when present);
