@@ -155,6 +155,40 @@ def chunked(
     return o_BSUW, m
 
 
+def mixing_matrix(
+    q_BSGY: Float[Array, "B S G Y"],
+    k_BSGY: Float[Array, "B S G Y"],
+    g_BSU: Float[Array, "B S U"],
+    beta_BSU: Float[Array, "B S U"],
+    *,
+    num_value_heads: int,
+) -> Float[Array, "B U S S"]:
+    """The token-mixing matrix of the gated delta rule from a zero state: ``o_t = Σ_{j≤t} A[t, j] v_j``.
+
+    With the whole sequence as one chunk (module docstring, ``M_0 = 0``): ``U = (I + Â)⁻¹ diag(β) V`` and
+    ``O = (Q Kᵀ ⊙ Γ) U``, so ``A = (Q Kᵀ ⊙ Γ) (I + Â)⁻¹ diag(β)`` with ``Γ_tj = e^{γ_t − γ_j}`` for j ≤ t (0 above)
+    and ``Â_tj = β_t Γ_tj k_t·k_j`` for j < t. A is lower triangular and does not depend on v: the linear layer's
+    counterpart of an attention map (the values it mixes, not softmax weights; entries may be negative).
+
+    Returns:
+        ``A_BUSS`` float32 (query position t, key position j).
+    """
+    u = num_value_heads
+    fake_v = jnp.zeros(q_BSGY.shape[:2] + (u, 1), F32)
+    q, k, _, g, beta = _prepare(q_BSGY, k_BSGY, fake_v, g_BSU, beta_BSU)
+    q, k, g, beta = (jnp.moveaxis(x, 1, 2) for x in (q, k, g, beta))  # B U S ...
+    s = q.shape[2]
+    gamma = jnp.cumsum(g, axis=-1)
+    lower = jnp.tril(jnp.ones((s, s), bool)).reshape((1, 1, s, s))
+    decay = jnp.exp(jnp.where(lower, gamma[..., :, None] - gamma[..., None, :], -jnp.inf))
+    strict = jnp.tril(jnp.ones((s, s), bool), -1).reshape((1, 1, s, s))
+    a_hat = jnp.where(strict, beta[..., :, None] * jnp.einsum("buty,bujy->butj", k, k) * decay, F32(0.0))
+    eye = jnp.eye(s, dtype=F32).reshape((1, 1, s, s))
+    t_inv = jax.scipy.linalg.solve_triangular(eye + a_hat, jnp.broadcast_to(eye, a_hat.shape), lower=True,
+                                              unit_diagonal=True)
+    return jnp.einsum("butj,bujk->butk", jnp.einsum("buty,bujy->butj", q, k) * decay, t_inv) * beta[..., None, :]
+
+
 def mask_steps(g_BSU: Float[Array, "B S U"], beta_BSU: Float[Array, "B S U"], keep_BS) -> tuple[Array, Array]:
     """``(g, β)`` set to 0 where ``keep_BS`` is false: those positions leave the state unchanged."""
     keep = keep_BS[:, :, None]

@@ -151,15 +151,13 @@ class GatedDeltaNet(nnx.Module):
         self.norm = GatedRMSNorm(cfg.linear_value_head_dim, eps=cfg.rms_norm_eps, dtype=cfg.dtype, rngs=rngs)
         self.out_proj = layers.linear(cfg, cfg.value_width, d, bias=False, rngs=rngs)
 
-    def __call__(self, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, cache):
-        """``cache``: ``(conv_state, delta_state, keep_BS)``, each None or an array (the states None without a
-        cache, ``keep_BS`` None when no token is padding); returns ``(out, None, (new conv state, new delta
-        state))``."""
+    def _rule_inputs(self, x_BSD: Float[Array, "B S D"], conv_state, keep_BS):
+        """``(q_BSGY, k_BSGY, v_BSUW, g_BSU, β_BSU, x_TD, new conv state)``: the delta rule's inputs after the
+        projections and the short convolution (padding zeroed, and made a no-op step, where ``keep_BS`` is 0)."""
         cfg = self.cfg
         b, s, d = x_BSD.shape
         g_heads, u, y, w = (cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
                             cfg.linear_value_head_dim)
-        conv_state, m_state, keep_BS = (None, None, None) if cache is None else cache
         if keep_BS is not None:
             x_BSD = x_BSD * keep_BS[:, :, None].astype(x_BSD.dtype)
         x_TD = x_BSD.reshape(b * s, d)
@@ -176,15 +174,33 @@ class GatedDeltaNet(nnx.Module):
         g_BSU = -jnp.exp(a_log_11U) * jax.nn.softplus(a_BSU + dt_bias_11U)
         if keep_BS is not None:
             g_BSU, beta_BSU = delta.mask_steps(g_BSU, beta_BSU, keep_BS)
+        return q_BSGY, k_BSGY, v_BSUW, g_BSU, beta_BSU, x_TD, new_conv
+
+    def __call__(self, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, cache):
+        """``cache``: ``(conv_state, delta_state, keep_BS)``, each None or an array (the states None without a
+        cache, ``keep_BS`` None when no token is padding); returns ``(out, None, (new conv state, new delta
+        state))``."""
+        cfg = self.cfg
+        b, s, d = x_BSD.shape
+        u, w = cfg.linear_num_value_heads, cfg.linear_value_head_dim
+        conv_state, m_state, keep_BS = (None, None, None) if cache is None else cache
+        q, k, v_BSUW, g, beta, x_TD, new_conv = self._rule_inputs(x_BSD, conv_state, keep_BS)
         if m_state is not None and s == 1:
-            o_BSUW, new_m = delta.recurrent(q_BSGY, k_BSGY, v_BSUW, g_BSU, beta_BSU, m_state)
+            o_BSUW, new_m = delta.recurrent(q, k, v_BSUW, g, beta, m_state)
         else:
-            o_BSUW, new_m = delta.chunked(q_BSGY, k_BSGY, v_BSUW, g_BSU, beta_BSU, m_state,
-                                          chunk_size=cfg.chunk_size)
+            o_BSUW, new_m = delta.chunked(q, k, v_BSUW, g, beta, m_state, chunk_size=cfg.chunk_size)
         z_BSUW = self.in_proj_z(x_TD).reshape(b, s, u, w)
         o_BSUW = self.norm(o_BSUW.astype(x_BSD.dtype), z_BSUW)
         out_BSD = self.out_proj(o_BSUW.reshape(b * s, u * w)).reshape(b, s, d)
         return out_BSD, None, (new_conv, new_m)
+
+    def token_mixing(self, x_BSD: Float[Array, "B S D"], keep_BS: Bool[Array, "B S"] | None = None
+                     ) -> Float[Array, "B U S S"]:
+        """The layer's exact token-mixing matrices from a zero state (``delta.mixing_matrix``): ``o_t = Σ_j
+        A[u, t, j] v_j`` per value head before the gated norm; the linear layer's counterpart of an attention map
+        (``x_BSD`` is the block's normed input)."""
+        q, k, v, g, beta, _, _ = self._rule_inputs(x_BSD, None, keep_BS)
+        return delta.mixing_matrix(q, k, g, beta, num_value_heads=v.shape[2])
 
 
 class Qwen35Block(nnx.Module):

@@ -106,3 +106,12 @@ def test_causal_conv_state_stops_at_each_rows_last_kept_input():
     _, state = delta.causal_conv(x, w, None, np.asarray([4, -1], np.int32))
     np.testing.assert_array_equal(np.asarray(state)[0], x[0, 2:5])
     np.testing.assert_array_equal(np.asarray(state)[1], np.zeros((3, 7)))  # nothing kept: the old (zero) state
+
+
+def test_mixing_matrix_mixes_the_values_into_the_rules_output():
+    q, k, v, g, beta, _ = inputs(6)
+    a = delta.mixing_matrix(q, k, g, beta, num_value_heads=U)
+    o, _ = delta.recurrent(q, k, v, g, beta)
+    np.testing.assert_allclose(np.einsum("buts,bsuw->btuw", np.asarray(a), v), np.asarray(o), rtol=0,
+                               atol=F32.op_atol)
+    assert np.all(np.triu(np.asarray(a), 1) == 0)  # causal

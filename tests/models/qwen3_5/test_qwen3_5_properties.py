@@ -94,3 +94,18 @@ def test_fused_attention_equals_explicit(model):
 def test_segment_ids_are_refused(model):
     with pytest.raises(ValueError, match="recurrent state across documents"):
         model(TOKENS, segment_ids_BS=np.zeros_like(TOKENS))
+
+
+def test_token_mixing_readout_of_a_linear_layer(model):
+    """``GatedDeltaNet.token_mixing``: the matrices that mix the layer's values into its delta-rule output."""
+    import jax.numpy as jnp
+
+    from cfka_jax.models.qwen3_5 import delta
+
+    block = model.layers[0]
+    x = block.input_layernorm(model._lookup(jnp.asarray(TOKENS)))
+    a = np.asarray(block.linear_attn.token_mixing(x))
+    q, k, v, g, beta, _, _ = block.linear_attn._rule_inputs(x, None, None)
+    o, _ = delta.chunked(q, k, v, g, beta, chunk_size=4)
+    assert a.shape == (2, CFG.linear_num_value_heads, 11, 11) and np.all(np.triu(a, 1) == 0)
+    assert_close(np.einsum("buts,bsuw->btuw", a, np.asarray(v)), o, F32.op_atol, "A v")
