@@ -231,15 +231,18 @@ def _slots(corpus, c: tw.CorpusDI, z_M: np.ndarray, num_boot: int) -> dict:
 
 def biography_step(cfg: Config, step: Step) -> list[dict]:
     """Step 6 from the di-attention record: softmax, small world, context measure, centred/cooccur DI, trained
-    (seed-mean attention's correlation with its intervals; the per-seed mean and sd over its 2 seeds)."""
+    (seed-mean attention's correlation with its intervals; the per-seed mean and sd over its 2 seeds), and the
+    quoted (un-centred / all) DI's and the untrained ports' Pearson."""
     rec = load_records(cfg.results)[BIOGRAPHY_RECORD]
     r = rec.select(attention="softmax", world="small", measure="context", di="centred/cooccur", ports="trained")[0]
     init = rec.select(attention="softmax", world="small", measure="context", di="centred/cooccur",
                       ports="untrained")[0]
+    quoted = rec.select(attention="softmax", world="small", measure="context", di="uncentred/all", ports="trained")[0]
     return [{"seed": "mean of 2", "pearson": r["pearson"], "pearson_lo": r["pearson_lo"],
              "pearson_hi": r["pearson_hi"], "spearman": r["spearman"], "spearman_lo": r["spearman_lo"],
              "spearman_hi": r["spearman_hi"], "per_seed_pearson_mean": r["per_seed_pearson_mean"],
              "per_seed_pearson_sd": r["per_seed_pearson_sd"], "pearson_init": init["pearson"],
+             "pearson_quoted": quoted["pearson"],
              "source": BIOGRAPHY_RECORD}]
 
 

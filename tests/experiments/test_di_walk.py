@@ -15,7 +15,9 @@ def _biography_record(root):
                     "spearman_lo": 0.29, "spearman_hi": 0.4, "per_seed_pearson_mean": 0.47,
                     "per_seed_pearson_sd": 0.15},
             base | {"ports": "untrained", "pearson": 0.65, "pearson_lo": 0.6, "pearson_hi": 0.69,
-                    "spearman": 0.38, "spearman_lo": 0.32, "spearman_hi": 0.44}]
+                    "spearman": 0.38, "spearman_lo": 0.32, "spearman_hi": 0.44},
+            base | {"ports": "trained", "di": "uncentred/all", "pearson": -0.32, "pearson_lo": -0.36,
+                    "pearson_hi": -0.27, "spearman": -0.26, "spearman_lo": -0.32, "spearman_hi": -0.2}]
     rec = {"schema": "cfka-result/1", "name": di_walk.BIOGRAPHY_RECORD, "origin": "transcribed",
            "provenance": {"docs_file": "docs/x.md", "docs_commit": "0" * 40, "command": "cfka di-attention",
                           "date": "2026-12-02", "seeds": [0, 1], "pt_replicates": []},
