@@ -18,6 +18,7 @@ from __future__ import annotations
 from cfka_jax.claims.papers import PaperClaim
 from cfka_jax.claims.papers import cfka_di_rules as di
 from cfka_jax.claims.papers import cfka_rules as r
+from cfka_jax.claims.papers import cfka_walk_rules as walk
 from cfka_jax.claims.verdicts import Judgement, not_tested, ordered, paired
 
 STOC_REGIME = "python -m cfka_jax.experiments.stoc_regime --train --no-progress"
@@ -217,6 +218,13 @@ CLAIMS: tuple[PaperClaim, ...] = (
            "not in a trained port under any of 5 measures × 4 DI conventions, layer or head.",
            paper_regime="multi-layer LMs, ~179 (linear) / ~213 (softmax) token types; the DI normalisation is not "
                         "released", headline=True),
+    _claim("di-walk", "§2.6 DI, §2.8 figure (the law carried from the theory model to LMs)", "The Diversity Index "
+           "law of the single-layer linear-attention model (lower DI, more attention; Pearson < −0.8) carries over to "
+           "multi-layer LMs", "theory model and LMs: Pearson < −0.8 (linear −0.8277, softmax −0.7842)",
+           "cfka di-walk --seeds 3 --out runs/di-walk", (walk.WALK,), walk.di_walk,
+           "docs/results/di_walk.md: the walk from the theory model to the Biography ports, one change at a time, "
+           "3 seeds a step; the verdict names the first step whose seeds do not all reach −0.8.",
+           paper_regime="the paper shows the theory model's law and the LMs' panels; it has no intermediate steps"),
     _claim("stoc-low-di", "§6.1 rationale", "STOC's high-attention tokens are the low-DI tokens that lock specific "
            "facts", "no numbers", DI_EARLY, (r.DI_EARLY,), di.stoc_low_di,
            "Measured only on the under-trained panels (600 / 250 of 2000 PT steps): STOC's selection overlaps the "
