@@ -40,7 +40,7 @@ from cfka_jax.runs.biography import build_model
 from cfka_jax.runs.grid_spec import GridSpec, parse_grid
 from cfka_jax.runs.specs import CPTSpec
 from cfka_jax.train import ensemble as ens
-from cfka_jax.train.optim import make_optimizer, masked_tx
+from cfka_jax.train.optim import make_optimizer
 from cfka_jax.train.step import init_state, make_train_step
 from flax import nnx
 
@@ -57,10 +57,12 @@ def _since(start) -> tuple[float, float]:
 def _sequential(setup, steps: int):
     """16 lone runs, each compiling its own step: (final params per member, wall, cpu, first-step walls, walls of
     the steps after the first)."""
-    graphdef, rest, params_E, mask, batchers, penalty, args, opts = setup
+    _, graphdef, rest, params_E, mask, member_masks, batchers, penalty, args, specs = setup
     out, firsts, rests, start = [], [], [], _clock()
-    for e, opt in enumerate(opts):
-        tx = make_optimizer(opt)
+    for e, spec in enumerate(specs):
+        tx = make_optimizer(spec.scale.cpt.optim())
+        if member_masks is not None:  # this member's freeze-k mask, as its lone run has it
+            mask = jax.tree.map(lambda m: bool(m[e] > 0), member_masks)
         step = make_train_step(graphdef, rest, tx, penalty=penalty, trainable=mask)
         state = init_state(jax.tree.map(jnp.copy, ens.member(params_E, e)), step.tx)
         lone_args = () if args is None else (EWCAnchor(args.fisher, args.anchor, args.lam[e]),)
@@ -78,17 +80,14 @@ def _sequential(setup, steps: int):
 def _grid(setup, steps: int, mode: str):
     """The grid program: (final stacked params, wall, cpu, wall up to the end of the first step (building and
     compiling included), wall of the steps after it)."""
-    graphdef, rest, params_E, mask, batchers, penalty, args, opts = setup
+    _, graphdef, rest, params_E, mask, member_masks, batchers, penalty, args, specs = setup
     start = _clock()
-    opt = opts[0]
-    tx_of = (lambda s: ens.grid_tx(opt, s)) if mask is None else (lambda s: masked_tx(ens.grid_tx(opt, s), mask))
-    schedules = ens.stack_members([ens.member_schedule(o) for o in opts])
-    in_axes = (0,) if penalty is None else (0, EWCAnchor(None, None, 0))
-    step = ens.make_grid_step(graphdef, rest, ens.grid_tx(opt, ens.member_schedule(opt)), in_axes=in_axes,
-                              penalty=penalty, trainable=mask, mode=mode)
-    sharding = ens.member_sharding(len(opts)) if mode == "vmap" else None
-    state = ens.shard_members(ens.init_grid(jax.tree.map(jnp.copy, params_E), tx_of, schedules), sharding)
-    extra = () if args is None else (ens.replicate(args, sharding),)
+    sharding = ens.member_sharding(len(specs)) if mode == "vmap" else None
+    step, tx_of, numbers = grid_run.grid_step(graphdef, rest, specs[0].scale.cpt.optim(), specs, mask,
+                                              member_masks, penalty, mode)
+    state = ens.shard_members(ens.init_grid(jax.tree.map(jnp.copy, params_E), tx_of, numbers), sharding)
+    extra = (() if args is None else (ens.replicate(args, sharding),)) + (
+        () if member_masks is None else (ens.shard_members(member_masks, sharding),))
     first = None
     for t in range(steps):
         state, metrics = step(state, ens.stack_members([b(t) for b in batchers]), *extra)
@@ -105,11 +104,11 @@ def _setup(grid: GridSpec, cache_dir: str):
     data = build_data(p.data_config(), cache_dir)
     start = build_model(p, grid.base.arch, len(data.tokenizer), grid.base.seed)
     params = nnx.split(start, nnx.Param, ...)[1]
-    graphdef, rest, params_E, mask, docs, penalty, args = grid_run._members(grid, data, params, p)
+    graphdef, rest, params_E, mask, member_masks, docs, penalty, args = grid_run._members(grid, data, params, p)
     specs = [grid.member_spec(i) for i in range(len(grid))]
     batchers = [EpochBatcher(d, seq_len=data.config.seq_len, eos_id=data.eos_id, batch_size=p.cpt.batch,
                              seed=s.seed + 1, doc_mask=data.config.doc_mask) for d, s in zip(docs, specs)]
-    return graphdef, rest, params_E, mask, batchers, penalty, args, [s.scale.cpt.optim() for s in specs]
+    return grid, graphdef, rest, params_E, mask, member_masks, batchers, penalty, args, specs
 
 
 def _rel_err(a, b) -> float:

@@ -91,9 +91,11 @@ def _ewc(spec, bundle: DataBundle, model):
 
 
 def _members(grid: GridSpec, bundle: DataBundle, params, p):
-    """(graphdef, rest, params_E, trainable mask, docs per member, penalty, penalty args): every member's model
-    from the PT parameters with its update mode, its documents, and the EWC operands (λ per member)."""
-    models, docs, mask_of = [], [], None
+    """(graphdef, rest, params_E, trainable mask, per-member float masks, docs per member, penalty, penalty args):
+    every member's model from the PT parameters with its update mode, its documents, and the EWC operands (λ per
+    member). With a ``freeze_layers`` axis the members' masks differ: the trainable mask is None and the masks are
+    stacked (``train/ensemble.float_mask``); otherwise the one mask (or None) and no per-member masks."""
+    models, docs, masks = [], [], []
     for i in range(len(grid)):
         spec = grid.member_spec(i)
         model = bio.build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
@@ -101,6 +103,7 @@ def _members(grid: GridSpec, bundle: DataBundle, params, p):
         docs.append(_documents(spec, bundle))
         model, mask_of = methods.update_mode(spec, p, model)
         models.append(model)
+        masks.append(mask_of)
     penalty = args = None
     if grid.base.resolved.penalty == "ewc":
         pt_model = bio.build_model(p, grid.base.arch, len(bundle.tokenizer), grid.base.seed, grid.base.dtype)
@@ -111,8 +114,29 @@ def _members(grid: GridSpec, bundle: DataBundle, params, p):
         if grid.base.update == "lora":
             penalty = methods.lora_effective_penalty(models[0], penalty)
     graphdef, params_E, rest = ens.split_members(models)
-    mask = mask_of(ens.member(params_E, 0)) if mask_of is not None else None
-    return graphdef, rest, jax.tree.map(jnp.copy, params_E), mask, docs, penalty, args
+    mask = member_masks = None
+    if "freeze_layers" in dict(grid.axes):
+        member_masks = ens.stack_members([ens.float_mask(m(ens.member(params_E, e))) for e, m in enumerate(masks)])
+    elif masks[0] is not None:
+        mask = masks[0](ens.member(params_E, 0))
+    return graphdef, rest, jax.tree.map(jnp.copy, params_E), mask, member_masks, docs, penalty, args
+
+
+def grid_step(graphdef, rest, opt, specs, mask, member_masks, penalty, mode: str):
+    """(the one jitted step, the stacked initial optimiser numbers' ``tx_of``, numbers_E): each member's schedule
+    (and mask) as traced numbers, the EWC operands' axes (Fisher and anchor shared, λ per member)."""
+    schedules = ens.stack_members([ens.member_schedule(s.scale.cpt.optim()) for s in specs])
+    numbers = (schedules,) if member_masks is None else (schedules, member_masks)
+
+    def tx_of(n):
+        tx = ens.grid_tx(opt, *n)
+        return masked_tx(tx, mask) if mask is not None else tx
+
+    in_axes = (0,) + (() if penalty is None else (EWCAnchor(None, None, 0),)) + (
+        () if member_masks is None else (0,))
+    step = ens.make_grid_step(graphdef, rest, ens.grid_tx(opt, *ens.member(numbers, 0)), in_axes=in_axes,
+                              penalty=penalty, trainable=mask, mode=mode, member_masks=member_masks is not None)
+    return step, tx_of, numbers
 
 
 def _train_record(done: int, metrics: dict, e: int, seconds: float) -> dict:
@@ -134,25 +158,22 @@ def run_grid(grid: GridSpec, pt: RunResult | None = None, data: DataBundle | Non
     specs = [grid.member_spec(i) for i in range(len(grid))]
     for spec, folder in zip(specs, folders):
         folder.start(spec, spec.scale)
-    graphdef, rest, params_E, mask, docs, penalty, args = _members(grid, bundle, params, p)
+    graphdef, rest, params_E, mask, member_masks, docs, penalty, args = _members(grid, bundle, params, p)
     mode, opt = _step_mode(grid), p.cpt.optim()
-    tx_of = (lambda s: ens.grid_tx(opt, s)) if mask is None else (lambda s: masked_tx(ens.grid_tx(opt, s), mask))
-    schedules = ens.stack_members([ens.member_schedule(s.scale.cpt.optim()) for s in specs])
-    in_axes = (0,) if penalty is None else (0, EWCAnchor(None, None, 0))
-    step = ens.make_grid_step(graphdef, rest, ens.grid_tx(opt, ens.member_schedule(opt)), in_axes=in_axes,
-                              penalty=penalty, trainable=mask, mode=mode)
     sharding = ens.member_sharding(len(grid)) if mode == "vmap" else None
-    state = ens.shard_members(ens.init_grid(params_E, tx_of, schedules), sharding)
-    args = ens.replicate(args, sharding) if args is not None else None
+    step, tx_of, numbers = grid_step(graphdef, rest, opt, specs, mask, member_masks, penalty, mode)
+    state = ens.shard_members(ens.init_grid(params_E, tx_of, numbers), sharding)
+    extra = (() if args is None else (ens.replicate(args, sharding),)) + (
+        () if member_masks is None else (ens.shard_members(member_masks, sharding),))
     batchers = [EpochBatcher(d, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=p.cpt.batch,
                              seed=s.seed + 1, doc_mask=bundle.config.doc_mask) for d, s in zip(docs, specs)]
     fta = bio._fta_factory(bundle, {"Original": "pt_test", "Continual": "cpt_test"}, base.dtype, p.eval_batch)
     evaluate = fta(graphdef, rest)
-    return _train_and_finish(grid, specs, folders, state, step, batchers, evaluate, args, sharding, bundle, p,
+    return _train_and_finish(grid, specs, folders, state, step, batchers, evaluate, extra, sharding, bundle, p,
                              graphdef, rest, log)
 
 
-def _train_and_finish(grid, specs, folders, state, step, batchers, evaluate, args, sharding, bundle, p, graphdef,
+def _train_and_finish(grid, specs, folders, state, step, batchers, evaluate, extra, sharding, bundle, p, graphdef,
                       rest, log) -> list[RunResult]:
     """The loop (per-member records into each member's metrics log; stacked checkpoints) and the finish."""
     num, sched = len(grid), p.cpt
@@ -198,7 +219,7 @@ def _train_and_finish(grid, specs, folders, state, step, batchers, evaluate, arg
 
     if start == 0:
         evaluate_all(0, state.params)
-    step_fn = step if args is None else (lambda s, b: step(s, b, args))
+    step_fn = (lambda s, b: step(s, b, *extra)) if extra else step
     state = run_loop(state, step_fn, lambda t: ens.stack_members([b(t) for b in batchers]), cfg=loop,
                      start=start, stop_on_nonfinite=False, on_metrics=on_metrics, on_state=on_state,
                      state_at=lambda done: bool(wants_eval(done)) or (loop.ckpt_every and done % loop.ckpt_every == 0)

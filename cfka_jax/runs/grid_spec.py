@@ -11,11 +11,14 @@ numbers a member may differ in while every member runs the same compiled step (`
 * ``lr`` / ``min_lr`` / ``warmup``: the CPT schedule's peak and floor learning rates and warm-up steps
   (``CPTSpec.lr`` / ``min_lr`` / ``warmup``), traced numbers in each member's optimiser state;
 * ``alpha``: the new-data fraction of a replay method: each member its own document mixture and batch stream;
-* ``ewc_lambda`` (``lambda``): EWC's strength, a per-member scale of the shared Fisher penalty.
+* ``ewc_lambda`` (``lambda``): EWC's strength, a per-member scale of the shared Fisher penalty;
+* ``freeze_layers`` (``freeze``), under ``--update freeze``: how many bottom blocks each member keeps fixed, a
+  per-member 0 / 1 mask on the gradient and the update over the same parameters (every member differentiates every
+  leaf; a lone freeze run differentiates only its trained ones: the same numbers, more work).
 
 Everything else is static within one program and refused as an axis, naming it: the architecture, preset, steps
-and batch shape, the method's structure, and the update mode (``update`` / ``freeze_layers`` / ``lora_rank``
-change which parameters are differentiated and the optimiser state's tree). Syntax: ``AXIS=V1,V2;AXIS=V1``
+and batch shape, the method's structure, and the update mode (``update`` / ``lora_rank`` change which parameters
+exist or are differentiated and the optimiser state's tree). Syntax: ``AXIS=V1,V2;AXIS=V1``
 (quote it in a shell: ``;`` ends a shell command), or a ``.toml`` / ``.json`` file holding ``{AXIS: [values]}``.
 Every member is validated as the lone :class:`~cfka_jax.runs.specs.CPTSpec` it stands for before anything is
 built; duplicate members (``lr=1e-3,0.001``) are refused.
@@ -31,13 +34,15 @@ import pathlib
 from cfka_jax.jsonio import parse_json, read_text, read_toml
 from cfka_jax.runs.specs import CPTSpec
 
-AXES = {"seed": int, "lr": float, "min_lr": float, "warmup": int, "alpha": float, "ewc_lambda": float}
+AXES = {"seed": int, "lr": float, "min_lr": float, "warmup": int, "alpha": float, "ewc_lambda": float,
+        "freeze_layers": int}
 """The axes a grid may vary (a :class:`CPTSpec` field each) and their value types."""
 ALIASES = {"seeds": "seed", "lambda": "ewc_lambda", "ewc-lambda": "ewc_lambda", "min-lr": "min_lr",
-           "peak_lr": "lr"}
+           "peak_lr": "lr", "freeze-layers": "freeze_layers", "freeze": "freeze_layers"}
 STATIC = {
-    **{k: "the update mode changes which parameters are differentiated and the optimiser state's tree, which one "
-          "compiled program fixes; run one grid per value" for k in ("update", "freeze_layers", "lora_rank")},
+    **{k: "the update mode changes which parameters are differentiated and the optimiser state's tree (LoRA's "
+          "rank its shapes), which one compiled program fixes; run one grid per value (freeze_layers may vary "
+          "under --update freeze)" for k in ("update", "lora_rank")},
     **{k: "the method's structure (its documents, penalty, token loss, optimiser) is the program itself; run one "
           "grid per method" for k in ("method", "ewc_fisher", "ewc_batches", "rho_k", "token_weights",
                                       "energy_tau")},
@@ -166,6 +171,9 @@ class GridSpec:
         if "alpha" in names and not self.base.uses_alpha:
             raise ValueError(f"--grid: axis 'alpha': method {self.base.method!r} mixes no replay, so alpha changes "
                              "nothing (a replay method such as replay-all varies it)")
+        if "freeze_layers" in names and self.base.update != "freeze":
+            raise ValueError(f"--grid: axis 'freeze_layers' varies the frozen blocks of --update freeze; this grid "
+                             f"trains with --update {self.base.update}")
         if "ewc_lambda" in names and method.penalty != "ewc":
             raise ValueError(f"--grid: axis 'ewc_lambda': method {self.base.method!r} has no EWC penalty to scale")
         supported = (method.replay in (None, "replay-all", "replay-half") and method.penalty in (None, "ewc")

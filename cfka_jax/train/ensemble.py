@@ -190,6 +190,15 @@ def scale_by_member_lr(schedule: MemberSchedule) -> optax.GradientTransformation
     return optax.GradientTransformation(init, update)
 
 
+def times_mask(tree: Any, mask: Any) -> Any:
+    """``tree`` with each leaf multiplied by its mask entry; ``mask``'s structure is a prefix of ``tree``'s (a
+    mask from ``nnx.map_state`` has bare leaves where the parameters have ``nnx.Param`` nodes, which are kept)."""
+    leaves, treedef = jax.tree.flatten(mask)
+    parts = treedef.flatten_up_to(tree)
+    return treedef.unflatten([jax.tree.map(lambda x, m=m: x * jnp.asarray(m, x.dtype), part)
+                              for part, m in zip(parts, leaves)])
+
+
 def mask_by_member(mask: Any) -> optax.GradientTransformation:
     """Multiplies each update leaf by the member's mask (float32 0 / 1 per leaf, held in the state like the
     schedule): a frozen leaf's AdamW update, weight decay included, is exactly zero."""
@@ -200,7 +209,7 @@ def mask_by_member(mask: Any) -> optax.GradientTransformation:
 
     def update(updates, state, params=None):
         del params
-        return jax.tree.map(lambda u, m: jnp.asarray(m, u.dtype) * u, updates, state), state
+        return times_mask(updates, state), state
 
     return optax.GradientTransformation(init, update)
 
@@ -220,7 +229,7 @@ def masked_value_and_grad(objective: Callable) -> Callable:
     def masked(params, *inputs):
         *inputs, mask = inputs
         out, grads = value_and_grad(params, *inputs)
-        return out, jax.tree.map(lambda g, m: g * jnp.asarray(m, g.dtype), grads, mask)
+        return out, times_mask(grads, mask)
 
     return masked
 

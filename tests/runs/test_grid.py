@@ -38,7 +38,8 @@ def test_grid_syntax_and_members(tmp_path):
 
 @pytest.mark.parametrize("text, match", [
     ("foo=1", "unknown axis 'foo'"), ("update=full,freeze", "axis 'update' cannot vary"),
-    ("freeze_layers=1,2", "axis 'freeze_layers' cannot vary"), ("method=naive,ewc", "axis 'method' cannot vary"),
+    ("freeze_layers=0,1", "axis 'freeze_layers' varies the frozen blocks of --update freeze"),
+    ("lora_rank=2,4", "axis 'lora_rank' cannot vary"), ("method=naive,ewc", "axis 'method' cannot vary"),
     ("lr=", "axis 'lr' has an empty value"), ("lr=1e-3,,3e-4", "axis 'lr' has an empty value"),
     ("lr=1e-3,0.001", "axis 'lr' repeats a value"), ("seeds=0;seed=1", "axis 'seed' is given twice"),
     ("seeds=0.5", "axis 'seed'"), ("lr=nan", "axis 'lr'"), ("lr 1e-3", "not AXIS=V1,V2"), (" ; ", "at least one axis"),
@@ -56,6 +57,13 @@ def test_bad_grids_are_refused_naming_the_key(tmp_path, text, match):
 def test_axes_the_method_cannot_vary_are_refused(tmp_path, method, text, match):
     with pytest.raises(ValueError, match=match):
         GridSpec(_base(tmp_path, method=method), parse_grid(text))
+
+
+def test_freeze_layers_varies_under_update_freeze(tmp_path):
+    grid = GridSpec(_base(tmp_path, update="freeze"), parse_grid("freeze=0,1"))
+    assert [grid.member_spec(i).freeze_layers for i in range(2)] == [0, 1]
+    with pytest.raises(ValueError, match="member freeze_layers2: --freeze-layers 2 with --update freeze leaves none"):
+        GridSpec(_base(tmp_path, update="freeze"), parse_grid("freeze_layers=1,2"))
 
 
 def test_grid_files(tmp_path):
@@ -115,6 +123,31 @@ def test_members_equal_lone_runs(tmp_path):
     assert _rel_err(results[0].params, results[1].params) > 1e3 * F32.adam_batched_rtol  # distinct runs
 
 
+@pytest.mark.slow
+def test_freeze_k_members_equal_lone_freeze_runs(tmp_path):
+    """``--update freeze`` with freeze_layers per member (a 0 / 1 mask per member over the same leaves) against
+    ``continual`` of each member's spec (its own trainable mask)."""
+    from cfka_jax.data.pipeline import build_data
+    from cfka_jax.runs.biography import continual, pretrain
+    from cfka_jax.runs.grid import run_grid
+    from cfka_jax.runs.presets import BIOGRAPHY
+    from cfka_jax.runs.specs import PTSpec
+
+    data = build_data(BIOGRAPHY["smoke"].data_config(), str(tmp_path / "cache"))
+    pt = pretrain(PTSpec(preset="smoke", out=str(tmp_path / "pt-smoke-qwen"), progress=False), data)
+    grid = GridSpec(_base(tmp_path, method="ewc", update="freeze"), parse_grid("freeze_layers=0,1;lr=1e-3,2e-4"))
+    results = run_grid(grid, pt, data, log=lambda s: None)
+    for i in (0, 3):
+        spec = grid.member_spec(i)
+        lone = continual(dataclasses.replace(spec, out=str(tmp_path / "lone" / grid.names[i])), pt, data)
+        assert _rel_err(results[i].params, lone.params) <= F32.adam_batched_rtol, grid.names[i]
+        np.testing.assert_allclose(_losses(tmp_path / "grid" / grid.names[i]),
+                                   _losses(tmp_path / "lone" / grid.names[i]), rtol=F32.adam_batched_rtol)
+    blocks0 = [np.asarray(x) for x in jax.tree.leaves(results[2].params["layers"][0])]  # freeze 1: block 0 fixed
+    start0 = [np.asarray(x) for x in jax.tree.leaves(pt.params["layers"][0])]
+    assert all(np.array_equal(a, b) for a, b in zip(blocks0, start0))
+
+
 SHARDED = r"""
 import json, sys
 import jax
@@ -150,3 +183,44 @@ def test_sharded_over_four_host_devices_equals_one_program_on_one(tmp_path):
     summary = json.loads((tmp_path / "vmap" / "grid.json").read_text())
     assert summary["devices"] == 4 and summary["member_devices"] == 4 and summary["mode"] == "vmap"
     np.testing.assert_allclose(runs["vmap"]["params"], runs["map"]["params"], rtol=F32.adam_batched_rtol)
+
+
+@pytest.mark.slow
+def test_a_killed_grid_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+    """A grid killed right after its step-3 checkpoint, run again, restores the stacked state, drops the members'
+    records after step 3 and ends with the parameters and logs of an uninterrupted grid (CPU: bit for bit)."""
+    from cfka_jax.data.pipeline import build_data
+    from cfka_jax.runs.biography import pretrain
+    from cfka_jax.runs.grid import run_grid
+    from cfka_jax.runs.presets import BIOGRAPHY
+    from cfka_jax.runs.specs import PTSpec
+    from cfka_jax.train.checkpoint import CheckpointDir
+
+    data = build_data(BIOGRAPHY["smoke"].data_config(), str(tmp_path / "cache"))
+    pt = pretrain(PTSpec(preset="smoke", out=str(tmp_path / "pt-smoke-qwen"), progress=False), data)
+
+    def grid(name):
+        base = dataclasses.replace(_base(tmp_path, method="replay-all"), out=str(tmp_path / name), ckpt_every=3)
+        return GridSpec(base, parse_grid("lr=1e-3,2e-4"))
+
+    whole = run_grid(grid("whole"), pt, data, log=lambda s: None)
+    save = CheckpointDir.save
+
+    class Killed(Exception):
+        pass
+
+    def killed_after_3(self, step, state, *a, **k):
+        save(self, step, state, *a, **k)
+        if step == 3:
+            raise Killed
+
+    monkeypatch.setattr(CheckpointDir, "save", killed_after_3)
+    with pytest.raises(Killed):
+        run_grid(grid("resumed"), pt, data, log=lambda s: None)
+    monkeypatch.setattr(CheckpointDir, "save", save)
+    assert not (tmp_path / "resumed" / "grid.json").exists()
+    resumed = run_grid(grid("resumed"), pt, data, log=lambda s: None)
+    for a, b, name in zip(whole, resumed, grid("whole").names):
+        jax.tree.map(np.testing.assert_array_equal, a.params, b.params)
+        np.testing.assert_array_equal(_losses(tmp_path / "whole" / name), _losses(tmp_path / "resumed" / name))
+        assert [r["step"] for r in b.history] == [r["step"] for r in a.history]
