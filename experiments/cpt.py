@@ -77,7 +77,8 @@ FLAGS = Flags(
           "lr": "CPT peak learning rate (default: the preset's)",
           "min_lr": "CPT floor learning rate of the cosine decay (default: the preset's)",
           "warmup": "CPT warm-up steps (default: the preset's)",
-          "grid": "train a grid of runs in one program: axes seed(s), lr, min_lr, warmup, alpha, ewc_lambda, as "
+          "grid": "train a grid of runs in one program: axes seed(s), lr, min_lr, warmup, alpha, ewc_lambda, "
+                  "freeze_layers (with --update freeze), as "
                   "'lr=1e-3,3e-4;seeds=0,1' (quoted) or a TOML / JSON file {axis: [values]}; each member writes "
                   "<out>/<member> as the lone run would, <out>/grid.json sums them up",
           "grid_mode": "--grid: members as lax.map (auto on CPU) or vmap (auto on accelerators; split over devices)"})
