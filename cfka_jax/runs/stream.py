@@ -10,7 +10,9 @@ its own method, the stream's α and the learning-rate schedule of ``train/optim.
 to ``rewarm_peak``, or no re-warming). Every stage evaluates hFTA/sFTA of every task at its start and its end, so
 R[i, j] = ``T<j>/<metric>`` of stage i's last evaluation (row 0: stage 1's step-0 evaluation, the PT model).
 
-Methods (one per stage, or one for all):
+Methods (one per stage, or one for all; each a name of the one registry or a ``+`` composition such as
+``stoc + ewc``, its hooks called with the stage's :class:`StageContext`; what a stage runs is derived from the hooks
+:data:`STREAM` calls):
 
 * ``naive``: the stage's biographies alone;
 * ``replay``: mixed with real old data (PT training biographies and earlier stages'), replay tokens ≈ 1 − α of all
@@ -18,7 +20,11 @@ Methods (one per stage, or one for all):
 * ``ewc``: the diagonal Fisher of the stage's start model on old data (PT + earlier stages), anchored at the start
   parameters (``continual/ewc.py``, λ = ``ewc_lambda``);
 * ``gpm``: the stage's data alone, updates projected off the layer bases of all earlier tasks
-  (``continual/gpm.py``; the bases of PT are taken on the PT training data);
+  (``continual/gpm.py``; the bases of PT are taken on the PT training data; saved in ``<out>/gpm/``);
+  ``nullspace``: the same with AlphaEdit's eigenvalue cut (``continual/nullspace.py``, bases in
+  ``<out>/nullspace/``);
+* ``lwf`` / ``rho1``: the token objective against the stage's start model θ0 (``continual/lwf.py``,
+  ``continual/rho1.py``); ``recadam``: RecAdam in place of AdamW;
 * ``stoc`` / ``random`` / ``lamol``: a generative replay corpus sampled from the stage's start model with prompts
   from the stage's data (``continual/replay.py``), mixed at 1 − α like real replay. The corpus (``<out>/stage<i>/
   replay``) records what it was sampled from (``runs/replay.replay_made_from``: tokenizer, world, the identity and
