@@ -348,8 +348,8 @@ def regime(cfg: Config) -> dict:
                      f"written as token sequences, {cfg.facts} fact renderings per corpus (data/theory_text.py)",
             "model": f"Qwen2-style ports of width {cfg.width} (MLP {2 * cfg.width}, 2 query / 1 KV heads), 1, 2 or 4 "
                      "blocks; step 0 the single-layer theory model; step 6 the small-preset Biography ports",
-            "dose": f"{cfg.train_steps} AdamW steps of batch 32 (peak lr 3e-3, cosine), {cfg.seeds} seeds per step; "
-                    f"theory model {cfg.theory_steps} full-batch GD steps",
+            "dose": f"{cfg.train_steps} AdamW steps (peak lr 1e-2, warm-up and cosine; 224–512 tokens a step), "
+                    f"{cfg.seeds} seeds per step; theory model {cfg.theory_steps} full-batch steps (GD or Adam)",
             "measure": "Pearson / Spearman of DI (centred, co-occurring objects) against the query's pooled "
                        "attention per token type, over the context from the document start; 95 % bootstrap "
                        f"intervals over token types ({cfg.num_boot} resamples); slots_*: over the subject-name and "
@@ -367,7 +367,7 @@ def run(cfg: Config, log=print) -> list[dict]:
         done[step.name] = run_step(cfg, step, log)
         rows = [r for s in steps if done.get(s.name) for r in done[s.name]]
         jsonio.write_text_atomic(out / "table.md", step_table(rows) + "\n\n" + table(rows, steps) + "\n")
-        write_record(cfg.results, RECORD, rows=rows, regime=regime(cfg) | {"summary": summary(rows)},
+        write_record(cfg.results, RECORD, rows=rows, regime=regime(cfg),
                      provenance=provenance(config=dataclasses.asdict(cfg), seeds=range(cfg.seeds), clock=clock))
     return [r for s in steps if done.get(s.name) for r in done[s.name]]
 

@@ -45,7 +45,8 @@ def test_tiny_walk_writes_its_record_and_resumes(tmp_path):
                 "z_word", "z_end"):
         assert key in port
     assert port["pearson_lo"] <= port["pearson"] <= port["pearson_hi"]
-    assert [s["name"] for s in rec.regime["summary"]] == ["theory", "1L-linear", "templates", "biography"]
+    assert [s["name"] for s in di_walk.summary(list(rec.rows))] == ["theory", "1L-linear", "templates", "biography"]
+    assert "1500 AdamW steps" not in rec.regime["dose"] and "3 AdamW steps" in rec.regime["dose"]
     # a second run resumes every finished step and adds a new one in walk order
     first = (tmp_path / "walk" / "steps" / "1L-linear.json").stat().st_mtime_ns
     assert di_walk.main(argv[:-1] + ["1L-linear,2L-linear"]) == 0
