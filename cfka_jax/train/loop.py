@@ -239,15 +239,30 @@ def run_loop(state: TrainState, step_fn: Callable, batch_at: Callable[[int], obj
 
 class _StopRequest:
     """SIGTERM asks for a stop at the next step boundary (installed from the main thread only; the previous
-    handler is put back when the loop ends)."""
+    handler is put back when the loop ends).
+
+    Several processes (a TPU slice, a multi-node job started with ``--distributed``) must stop at the same step,
+    or the checkpoint's collective write waits forever: there JAX's preemption service (``jax.distributed``'s
+    SIGTERM notifier, which spreads one host's notice to all) picks the step, and :meth:`at` asks it
+    (``multihost_utils.reached_preemption_sync_point``); no Python handler is installed. Not tested here (one
+    process only)."""
 
     def __init__(self):
         self.requested, self._previous = False, None
-        if threading.current_thread() is threading.main_thread():
+        self._hosts = jax.process_count() > 1
+        if not self._hosts and threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGTERM, self._handle)
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
+
+    def at(self, done: int) -> bool:
+        """Whether to stop after ``done`` steps (every process calls it at every step boundary)."""
+        if self._hosts:
+            from jax.experimental import multihost_utils
+
+            return multihost_utils.reached_preemption_sync_point(done)
+        return self.requested
 
     def restore(self) -> None:
         if self._previous is not None:
@@ -315,7 +330,7 @@ def _loop(state, step_fn, batch_at, cfg, out_dir, ckpts, tracer, stop, evaluate,
             pending = None
         done = t + 1
         at_state = state_at is not None and state_at(done)
-        stopping = stop is not None and stop.requested and done < cfg.steps
+        stopping = stop is not None and stop.at(done) and done < cfg.steps
         if done == cfg.steps or wants_eval(done) or wants_ckpt(done) or at_state or stopping:
             settle(t, metrics)
             if wants_eval(done):
