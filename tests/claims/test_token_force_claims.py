@@ -166,6 +166,22 @@ def test_cold_start(trajs, verdict):
     assert rule("token-force.cold-start", coldstart_record(trajs)).verdict == verdict
 
 
+def test_joined_reads_several_commands_as_one_table():
+    a = record(r.IDENT, [{"arch": "qwen", "method": "ch1", "seed": s, "auc": 0.999, "recall": 0.99, "k": 90}
+                         for s in (0, 1, 2)], (0, 1, 2))
+    b = record(r.IDENT_P, [{"arch": "pythia", "method": "ch1", "seed": s, "auc": 0.98, "recall": 0.9, "k": 90}
+                           for s in (0, 1)], (0, 1))
+    both = r.joined({a.name: a, b.name: b}, (r.IDENT, r.IDENT_P))
+    assert len(both.rows) == 5 and both.provenance["seeds"] == [0, 1] and both.seeds == 2
+    j = rule("token-force.identification-ch1", a, b)
+    assert j.verdict == "not reproduced" and "pythia seed 0, pythia seed 1" in j.reason
+    b = record(r.IDENT_P, [{**row, "auc": 0.995} for row in b.rows], (0, 1))
+    j = rule("token-force.identification-ch1", a, b)
+    assert j.verdict == "holds" and "2 seeds" in j.reason and "pythia AUC 0.9950" in j.ours
+    with pytest.raises(KeyError, match="none of the records"):
+        r.joined({}, (r.IDENT,))
+
+
 def test_selection_pairs_by_seed():
     acc = {"random": (0.119, 0.142, 0.147), "ch1-ch2-inputln": (0.942, 0.500, 0.947), "less": (0.706, 0.500, 0.500)}
     rows = [{"method": m, "seed": s, "accuracy": v} for m, vs in acc.items() for s, v in enumerate(vs)]
@@ -188,11 +204,20 @@ def test_registry_shape_on_the_real_records():
     rows = [table.judge(c, records) for c in claims]
     for row in rows:
         assert (row.judgement.verdict == "not tested") == (not row.claim.records), row.claim.id
-        assert all(records[n].origin == "transcribed" and records[n].provenance["command"] for n in row.claim.records)
+        assert all(records[n].provenance["command"] for n in row.claim.records)
     mine = {n for c in claims for n in c.records}
     assert mine == {n for n in records if n.startswith("token-force/")}  # every record is read
+    produced = {r.IDENT, r.IDENT_P, r.ENERGY, r.ENERGY_KEPT, r.COLD, r.COLD_BASE}
+    for name in produced:  # written by `cfka geometry ... --seeds 0,1,2 --record NAME`, at three seeds
+        rec = records[name]
+        assert rec.origin == "produced" and rec.provenance["seeds"] == [0, 1, 2], name
+        assert rec.provenance["command"].startswith("cfka geometry ") and "--record " + name.split("/")[1] in \
+            rec.provenance["command"], name
+    assert all(records[n].origin == "transcribed" for n in mine - produced)
+    seeds = {row.claim.id: row.seeds for row in rows}
+    for cid in ("token-force.identification-ch1", "token-force.identification-ch1-ch2", "token-force.energy-mask-cost",
+                "token-force.cold-start"):
+        assert seeds[cid] == 3, cid
     verdict = {row.claim.id: row.judgement for row in rows}
-    for cid in ("token-force.identification-ch1", "token-force.energy-mask-cost", "token-force.cold-start"):
-        assert verdict[cid].verdict == "partly", cid  # one seed in the docs: at most partly
     trans = verdict["token-force.transmission-reset-gain"]
     assert trans.verdict == "not reproduced" and all(x in trans.ours for x in ("+0.59", "-0.69", "+0.27"))
