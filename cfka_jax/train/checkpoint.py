@@ -472,9 +472,9 @@ class CheckpointDir:
         item = _item(path, tree, step, self.held())
         manager = self._mngr()
         manager.wait_until_finished()  # one write at a time; the step being replaced is not being written
-        if path.exists():
-            shutil.rmtree(path)
+        if path.exists():  # e.g. a damaged checkpoint the run fell back past; the manager deletes it on every host
             manager.reload()
+            manager.delete(step)
         manager.save(step, args=ocp.args.PyTreeSave(item), force=True)
         if not self.asynchronous:
             manager.wait_until_finished()

@@ -166,3 +166,20 @@ def test_asynchronous_save_is_complete_after_wait(tmp_path):
     assert at == 1
     _leaves_equal(restored, state)
     assert json.loads((tmp_path / "1" / "_CHECKPOINT_METADATA").read_text())  # orbax finalised the step
+
+
+def test_a_step_is_replaced_when_written_again(tmp_path):
+    """A run that fell back past a damaged checkpoint writes that step again: the damaged folder is replaced."""
+    state, _ = _setup()
+    ckpts = CheckpointDir(tmp_path, keep=2, asynchronous=True)
+    ckpts.save(2, state)
+    ckpts.close()
+    for p in (tmp_path / "2").rglob("*"):
+        if p.is_file():
+            p.write_bytes(b"x")
+    ckpts = CheckpointDir(tmp_path, keep=2, asynchronous=True)
+    ckpts.save(2, state)
+    ckpts.close()
+    restored, at = ckpts.restore_latest(state)
+    assert at == 2
+    _leaves_equal(restored, state)
