@@ -52,7 +52,7 @@ from cfka_jax.eval.sets import combine, named_sets
 from cfka_jax.continual.replay import build_replay, check_replay_dir
 from cfka_jax.cli_gen import Flags
 from cfka_jax.models import from_pretrained, load_tokenizer
-from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, train_lm
+from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, resolve_loss_chunk, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import optimizer_core, replay_documents, train_hooks, with_update
@@ -73,6 +73,11 @@ OVERRIDES = {"steps": "cpt.steps", "warmup": "cpt.warmup", "lr": "cpt.peak_lr", 
          "eval_batch": "eval_batch", "replay_sources": "replay.sources", "replay_new_tokens": "replay.new_tokens",
          "replay_samples": "replay.samples", "replay_batch": "replay.batch", "mc_max_length": "mc_max_length"}
 """Command-line overrides of the preset: flag name → dotted preset field (``runs/presets.override``)."""
+
+
+LOOPED_NEEDS = frozenset({"old_keys"})
+"""Context capabilities read per looped block (GPM's and the null-space update's key Grams are collected from each
+block's own linears), so a method that needs one runs on looped blocks when ``--scan-layers`` is left unset."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,12 +104,12 @@ class CorpusCPTConfig(PretrainedRunFields):
     heldout: float = 0.02
     heldout_max_docs: int = 500
     ewc_fisher: str | None = None
-    remat: bool | None = None
+    remat: bool = True
     opt_state_dtype: str | None = None
     loss_chunk: int | None = None
     final_checkpoint: str = "full"
-    scan_layers: bool = False
-    guard: str = "state"
+    scan_layers: bool | None = None
+    guard: str = "gradient"
 
     def __post_init__(self):
         super().__post_init__()
@@ -136,6 +141,9 @@ class CorpusCPTConfig(PretrainedRunFields):
         if self.resolved.hooks.optimizer is not None and self.opt_state_dtype not in (None, "float32"):
             raise ValueError(f"--opt-state-dtype {self.opt_state_dtype} stores AdamW's moments; --method "
                              f"{self.method!r} trains with {self.resolved.optimizer}, whose state stays float32")
+        if self.scan_layers and self.resolved.needs & LOOPED_NEEDS:
+            raise ValueError(f"--method {self.method!r} reads key Grams from each block's own linears, which "
+                             f"--scan-layers stacks into one module; drop --scan-layers (unset, it runs looped)")
         if "old_keys" in self.resolved.needs and not (self.mc or self.mc_original):
             raise ValueError(f"--method {self.method!r} protects the keys of the model's old knowledge, taken on the "
                              f"original-knowledge questions: give --mc-original FILE (or --mc FILE)")
@@ -248,13 +256,21 @@ def prepare(cfg: CorpusCPTConfig) -> Inputs:
     sets = question_sets(mc=cfg.mc, domain_subjects=cfg.domain_subjects, original=cfg.mc_original,
                          domain=cfg.mc_domain, limit=cfg.mc_limit, seed=cfg.seed)
     dev = read_mc(list(cfg.mc_dev)) if cfg.mc_dev else []
-    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat),
-                            scan_layers=cfg.scan_layers)
+    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=cfg.remat,
+                            scan_layers=scanned(cfg))
     made_from = model_replay_made_from(cfg.model, tokenizer, train_docs) if cfg.resolved.mixes else None
     if made_from is not None:  # a corpus left in --out by a run of another model or corpus is refused
         check_replay_dir(pathlib.Path(cfg.out) / "replay", made_from, flag="--out")
     RunFolder(cfg.out).check(cfg, cfg.scale)  # another run's folder, or one holding other files
     return Inputs(tokenizer, train_docs, held_docs, corpus_stats, sets, dev, model, mesh, made_from)
+
+
+def scanned(cfg: CorpusCPTConfig) -> bool:
+    """Whether the run stacks its blocks: ``--scan-layers`` / ``--no-scan-layers``, or unset: scanned unless the
+    method needs looped blocks (:data:`LOOPED_NEEDS`)."""
+    if cfg.scan_layers is not None:
+        return cfg.scan_layers
+    return not (cfg.resolved.needs & LOOPED_NEEDS)
 
 
 def run(cfg: CorpusCPTConfig) -> dict:
@@ -286,10 +302,13 @@ def run(cfg: CorpusCPTConfig) -> dict:
     trained = train_lm(model, hooks.batch_at, opt=opt, loop=p.cpt.loop(progress=cfg.progress),
                        folder=folder, evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable,
                        mesh=inputs.mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
-                       loss_chunk=cfg.loss_chunk, final_checkpoint=cfg.final_checkpoint,
+                       loss_chunk=resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn),
+                       final_checkpoint=cfg.final_checkpoint,
                        optimizer=optimizer_core(method, opt), guard=cfg.guard, post_update=hooks.post_update,
                        consume=hooks.penalty is None and hooks.loss_fn is token_nll_loss)
-    extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update,
+    memory = {"remat": cfg.remat, "scan_layers": scanned(cfg),
+              "loss_chunk": resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn), "guard": cfg.guard}
+    extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update, "memory": memory,
              "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
              "corpus": inputs.corpus_stats, **hook_stats}
     final = finish_run(folder, factory(trained.graphdef, trained.rest), trained, extra).final
@@ -307,10 +326,12 @@ def _override_field(flag: str):
 
 
 Config = dataclasses.make_dataclass(
-    "Config", [*map(_override_field, OVERRIDES), ("remat_on", bool, dataclasses.field(default=False))],
+    "Config", [*map(_override_field, OVERRIDES), *[(name, bool, dataclasses.field(default=False))
+                                                    for name in ("remat_on", "no_remat", "scan_on", "no_scan")]],
     bases=(CorpusCPTConfig,), frozen=True, kw_only=True,
     namespace={"__doc__": "``cfka corpus-cpt``'s configuration: a :class:`CorpusCPTConfig` with the preset "
-                          "overrides (:data:`OVERRIDES`) as fields and ``--remat`` as a flag.",
+                          "overrides (:data:`OVERRIDES`) as fields and the memory options as flags (``--no-remat``, "
+                          "``--no-scan-layers``; ``--remat`` and ``--scan-layers`` of older command lines).",
                "__module__": __name__,
                "run_config": lambda self: _run_config(self)})
 """``cfka corpus-cpt``'s command-line config (generated: one field per preset override)."""
@@ -319,13 +340,18 @@ Config = dataclasses.make_dataclass(
 def _run_config(cli) -> CorpusCPTConfig:
     values = {f.name: getattr(cli, f.name) for f in dataclasses.fields(CorpusCPTConfig)}
     values["overrides"] = tuple((flag, getattr(cli, flag)) for flag in OVERRIDES if getattr(cli, flag) is not None)
-    values["remat"] = cli.remat_on or None
+    for on, off, flag in (("remat_on", "no_remat", "remat"), ("scan_on", "no_scan", "scan-layers")):
+        if getattr(cli, on) and getattr(cli, off):
+            raise ValueError(f"--{flag} and --no-{flag} contradict each other; give one")
+    values["remat"] = not cli.no_remat
+    values["scan_layers"] = False if cli.no_scan else (True if cli.scan_on else None)
     return CorpusCPTConfig(**values)
 
 
 FLAGS = Flags(
     Config, prog="cfka corpus-cpt", description=__doc__.split("\n\n")[0],
-    hidden=("overrides", "remat"), names={"remat_on": "remat"},
+    hidden=("overrides", "remat", "scan_layers"),
+    names={"remat_on": "remat", "no_remat": "no-remat", "scan_on": "scan-layers", "no_scan": "no-scan-layers"},
     spaced=("data", "mc", "domain_subjects", "mc_original", "mc_domain", "mc_dev"),
     inputs=("data", "model", "mc", "mc_original", "mc_domain", "mc_dev"),
     choices={"preset": lambda: sorted(CORPUS), "dtype": lambda: sorted(DTYPES), "update": lambda: UPDATES,
@@ -355,17 +381,21 @@ FLAGS = Flags(
           "freeze_layers": "--update freeze: blocks frozen after the embedding (default: half of the model's)",
           "lora_rank": "--update lora: adapter rank (alpha = 2 x rank)",
           "mesh": "shard the run over devices, e.g. data=2,fsdp=4 or auto",
-          "remat_on": "rematerialise each block in the backward pass (less activation memory, one more forward "
-                      "per block)",
+          "remat_on": "rematerialise each block in the backward pass (the default; kept for older command lines)",
+          "no_remat": "keep every block's activations for the backward pass (more memory, no second forward; by "
+                      "default each block is rematerialised)",
           "opt_state_dtype": "storage dtype of the AdamW moments (bfloat16: 4 bytes per trained parameter, not 8)",
           "loss_chunk": "next-token NLL from the final hidden states, this many predicting rows at a time (no "
-                        "batch x seq x vocab logits; the same loss up to float rounding; default: full logits)",
+                        "batch x seq x vocab logits; the same loss up to float rounding); 0: full logits "
+                        "(default: 256 rows for the plain NLL, full logits for another token objective)",
           "final_checkpoint": "what the finished run keeps: its resumable checkpoints, the final parameters alone "
                               "(params/; trained leaves only under LoRA/freeze), or nothing",
-          "scan_layers": "stack the blocks and run them under one nnx.scan (with --remat the backward holds one "
-                         "block's activations and gradients at a time)",
-          "guard": "finite guard: 'state' keeps the previous state while checking the new one (a state-sized "
-                   "temporary); 'gradient' decides from the loss and gradient norm and updates in place",
+          "scan_on": "stack the blocks and run them under one nnx.scan (the default unless the method reads "
+                     "per-block key Grams; kept for older command lines)",
+          "no_scan": "run the blocks as a Python loop of separate modules (by default they are stacked under one "
+                     "nnx.scan, so the backward holds one block's activations and gradients at a time)",
+          "guard": "finite guard: 'gradient' decides before the update and updates in place; 'state' keeps the "
+                   "previous state while checking the new one (a state-sized temporary); the same states either way",
           **{flag: f"preset override of {field}" for flag, field in OVERRIDES.items()}})
 """The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
 

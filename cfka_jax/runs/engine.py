@@ -74,7 +74,7 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
              folder: RunFolder, evaluate_factory: Callable | None = None, penalty=None, penalty_args=None,
              loss_fn=token_nll_loss, trainable=None, compute_dtype=None, mesh=None, post_update=None,
              on_record=None, loss_chunk: int | None = None, final_checkpoint: str = "full",
-             optimizer=None, guard: str = "state", consume: bool = False) -> TrainedRun:
+             optimizer=None, guard: str = "gradient", consume: bool = False) -> TrainedRun:
     """Trains ``model`` (resuming from ``folder``'s checkpoints) and returns the run in memory.
 
     Args:
@@ -99,9 +99,9 @@ def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimCo
       final_checkpoint: what :func:`finish_run` keeps of the checkpoints (``train/checkpoint.FINAL_CHECKPOINTS``).
       optimizer: a transformation in place of AdamW (the method's optimiser hook, ``runs/methods.optimizer_core``:
         RecAdam), clipped and masked like AdamW (``train/optim.make_optimizer``'s ``core``), or None (AdamW).
-      guard: the step's finite guard (``train/step.GUARDS``): ``"state"`` keeps the previous state while the new
-        one is checked (one state-sized temporary), ``"gradient"`` decides from the loss and gradient norm and
-        updates in place (``--guard gradient``, the memory-lean form).
+      guard: the step's finite guard (``train/step.GUARDS``): ``"gradient"`` (the default) decides before the
+        update and updates in place, ``"state"`` keeps the previous state while the new one is checked (one
+        state-sized temporary); both roll back the same non-finite steps and give bit-identical states.
       consume: hand ``model``'s parameter arrays to the run instead of copying them: frozen leaves become the
         state's (no copy), and each trained leaf's buffer is freed once its float32 master exists (a bf16 base
         model's 2 B per parameter are not kept alive beside the state). ``model`` is unusable afterwards (its
@@ -157,22 +157,38 @@ def _state_params(params, mask, compute_dtype, consume: bool = False):
     return jax.tree.map(lambda m, sub: jax.tree.map(master if trains(m) else own, sub), mask, params)
 
 
-def check_run_options(loss_chunk: int | None, final_checkpoint: str, guard: str = "state") -> None:
+def check_run_options(loss_chunk: int | None, final_checkpoint: str, guard: str = "gradient") -> None:
     """The memory options of :func:`train_lm` (recipes call it from their config's ``__post_init__``): ValueError
-    naming ``--loss-chunk`` (an integer >= 1 or None), ``--final-checkpoint`` (``FINAL_CHECKPOINTS``) or
-    ``--guard`` (``train/step.GUARDS``)."""
+    naming ``--loss-chunk`` (an integer >= 0, or None: :func:`resolve_loss_chunk`), ``--final-checkpoint``
+    (``FINAL_CHECKPOINTS``) or ``--guard`` (``train/step.GUARDS``)."""
     if guard not in GUARDS:
         raise ValueError(f"--guard must be one of {GUARDS}, got {guard!r}")
-    if loss_chunk is not None and (isinstance(loss_chunk, bool) or not isinstance(loss_chunk, int) or loss_chunk < 1):
-        raise ValueError(f"--loss-chunk must be an integer >= 1 (rows per chunk), got {loss_chunk!r}")
+    if loss_chunk is not None and (isinstance(loss_chunk, bool) or not isinstance(loss_chunk, int) or loss_chunk < 0):
+        raise ValueError(f"--loss-chunk must be an integer >= 1 (rows per chunk) or 0 (full logits), got "
+                         f"{loss_chunk!r}")
     if final_checkpoint not in FINAL_CHECKPOINTS:
         raise ValueError(f"--final-checkpoint must be one of {FINAL_CHECKPOINTS}, got {final_checkpoint!r}")
 
 
+AUTO_LOSS_CHUNK = 256
+"""Predicting rows per chunk of the tiled head loss when a real-model recipe's ``--loss-chunk`` is left unset
+(``[256, 8192]`` float32 logit tiles: 8 MiB; docs/models_bench.md measures the peak against the full logits)."""
+
+
+def resolve_loss_chunk(loss_chunk: int | None, loss_fn) -> int | None:
+    """The rows per chunk a real-model run uses: unset (None) → :data:`AUTO_LOSS_CHUNK` when the objective is the
+    plain next-token NLL (the only one with a chunked form) and the full logits otherwise; 0 → the full logits;
+    n → n (``check_loss_chunk`` refused n with another token objective before anything was written)."""
+    if loss_chunk is None:
+        return AUTO_LOSS_CHUNK if loss_fn is token_nll_loss else None
+    return loss_chunk or None
+
+
 def check_loss_chunk(loss_chunk: int | None, method, flag: str = "--method") -> None:
-    """Before anything is written: ``--loss-chunk`` computes the plain next-token NLL only, so a method whose token
-    loss is another (RHO-1's excess loss reads the full logits) is refused naming both options."""
-    if loss_chunk is not None and method.hooks.token_objective is not None:
+    """Before anything is written: ``--loss-chunk N`` computes the plain next-token NLL only, so a method whose
+    token loss is another (RHO-1's excess loss reads the full logits) is refused naming both options (left unset,
+    such a method runs on the full logits: :func:`resolve_loss_chunk`)."""
+    if loss_chunk and method.hooks.token_objective is not None:
         raise ValueError(f"--loss-chunk computes the plain next-token NLL; {flag} {method.name!r} trains with the "
                          f"{method.token_loss} token loss, which needs the full logits (drop --loss-chunk)")
 
@@ -185,7 +201,7 @@ def with_loss_chunk(loss_fn, chunk: int | None):
     Raises:
       ValueError: ``chunk`` with another token loss (RHO-1, token weights: they read the full logits).
     """
-    if chunk is None:
+    if not chunk:  # None or 0: the full logits
         return loss_fn
     if loss_fn is not token_nll_loss:
         raise ValueError(f"--loss-chunk computes the plain next-token NLL; this run's token objective is another "

@@ -135,7 +135,7 @@ def test_update_modes_train_only_their_weights(world, tmp_path, update, scan):
     flags = ["--update", "lora", "--lora-rank", "2"] if update == "lora" else ["--update", "freeze",
                                                                                "--freeze-layers", "0"]
     argv = ["--data", str(world / "corpus"), "--model", str(world / "model"), "--out", str(out), "--preset", "smoke",
-            "--heldout", "0.2", "--no-progress", "--mesh", "data=2", *flags, *(["--scan-layers"] if scan else [])]
+            "--heldout", "0.2", "--no-progress", "--mesh", "data=2", *flags, "--scan-layers" if scan else "--no-scan-layers"]
     assert cc.main(argv) == 0
     assert json.loads((out / "final.json").read_text())["update"] == update
     model, _ = updated_model(from_pretrained(str(world / "model"), scan_layers=scan), update,

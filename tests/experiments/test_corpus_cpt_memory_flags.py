@@ -1,4 +1,6 @@
-"""``cfka corpus-cpt --remat --opt-state-dtype``: parsed into the config, bad values refused naming the flag."""
+"""``cfka corpus-cpt``'s memory options: the lean path by default (rematerialised, scanned blocks unless the method
+reads per-block key Grams, the tiled head loss for the plain NLL, the in-place finite guard), each turned off by a
+flag; the older spellings still parse; bad values refused naming the flag."""
 
 import pytest
 
@@ -16,11 +18,40 @@ def _inputs(tmp_path, monkeypatch):
     (tmp_path / "test.json").write_text("[]")
 
 
-def test_memory_flags_parse_and_default_off():
+def test_memory_flags_parse_and_default_to_the_lean_path():
     cfg = cc.config_from_args(BASE)
-    assert (cfg.remat, cfg.opt_state_dtype) == (None, None)  # None: absent from old run folders' configs
-    cfg = cc.config_from_args(BASE + ["--remat", "--opt-state-dtype", "bfloat16"])
-    assert (cfg.remat, cfg.opt_state_dtype) == (True, "bfloat16")
+    assert (cfg.remat, cfg.scan_layers, cfg.loss_chunk, cfg.guard, cfg.opt_state_dtype) == (
+        True, None, None, "gradient", None)  # scan / loss chunk unset: resolved from the method
+    assert cc.scanned(cfg)
+    cfg = cc.config_from_args(BASE + ["--no-remat", "--no-scan-layers", "--loss-chunk", "0", "--opt-state-dtype",
+                                      "bfloat16"])
+    assert (cfg.remat, cfg.scan_layers, cfg.loss_chunk, cfg.opt_state_dtype) == (False, False, 0, "bfloat16")
+    assert not cc.scanned(cfg)
+    cfg = cc.config_from_args(BASE + ["--remat", "--scan-layers"])  # older command lines: the defaults, explicit
+    assert (cfg.remat, cfg.scan_layers) == (True, True)
+    with pytest.raises(ValueError, match="--remat and --no-remat"):
+        cc.config_from_args(BASE + ["--remat", "--no-remat"])
+
+
+def test_methods_that_read_per_block_key_grams_run_looped_unless_told():
+    old = ["--mc-original", "test.json"]  # the old knowledge's questions, whose keys these methods protect
+    assert not cc.scanned(cc.config_from_args(BASE + ["--method", "gpm", *old]))
+    assert not cc.scanned(cc.config_from_args(BASE + ["--method", "stoc + nullspace", *old]))
+    with pytest.raises(ValueError, match="drop --scan-layers"):
+        cc.config_from_args(BASE + ["--method", "gpm", "--scan-layers", *old])
+    assert cc.scanned(cc.config_from_args(BASE + ["--method", "stoc + ewc"]))
+
+
+def test_the_loss_chunk_resolves_from_the_token_objective():
+    from cfka_jax.runs.engine import AUTO_LOSS_CHUNK, resolve_loss_chunk
+    from cfka_jax.train.step import token_nll_loss
+
+    other = lambda logits, batch: (logits.sum(), 1)  # noqa: E731  (a token objective that reads the logits)
+    assert resolve_loss_chunk(None, token_nll_loss) == AUTO_LOSS_CHUNK and resolve_loss_chunk(None, other) is None
+    assert resolve_loss_chunk(0, token_nll_loss) is None and resolve_loss_chunk(64, token_nll_loss) == 64
+    with pytest.raises(ValueError, match="--loss-chunk"):  # an explicit chunk with RHO-1: refused, unset is fine
+        cc.config_from_args(BASE + ["--method", "rho1", "--loss-chunk", "64"])
+    assert cc.config_from_args(BASE + ["--method", "rho1"]).loss_chunk is None
 
 
 def test_unknown_state_dtype_refused():
@@ -31,10 +62,8 @@ def test_unknown_state_dtype_refused():
 
 
 def test_scan_layers_and_guard_flags():
-    cfg = cc.config_from_args(BASE)
-    assert (cfg.scan_layers, cfg.guard) == (False, "state")
-    cfg = cc.config_from_args(BASE + ["--scan-layers", "--guard", "gradient"])
-    assert (cfg.scan_layers, cfg.guard) == (True, "gradient")
+    cfg = cc.config_from_args(BASE + ["--guard", "state"])
+    assert cfg.guard == "state"
     with pytest.raises(SystemExit):
         cc.config_from_args(BASE + ["--guard", "none"])
     with pytest.raises(ValueError, match="--guard"):
