@@ -142,6 +142,7 @@ class TestQwen35Parity(ParitySuite):
         np.testing.assert_array_equal(np.asarray(cache.valid)[:, :SEQ_LEN], rows)
         assert not np.asarray(cache.valid)[:, SEQ_LEN:].any()
 
+    @pytest.mark.slow  # ~29 s a case at load average 12 on two cores (three reloads and compiles)
     def test_chunk_sizes_agree(self, case):
         """The chunked delta rule over several chunk lengths (13 positions: 3 and 4 do not divide them) gives the
         logits of one chunk and of HF, each within ``F32.model_atol``: two summation orders of the delta rule

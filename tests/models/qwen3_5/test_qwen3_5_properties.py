@@ -78,6 +78,7 @@ def test_generate_right_padded_rows_decode_as_alone(model):
     np.testing.assert_array_equal(np.asarray(both), np.stack([np.asarray(a) for a in alone]))
 
 
+@pytest.mark.slow  # ~30 s at load average 12 on two cores
 def test_fused_attention_equals_explicit(model):
     import dataclasses
 
