@@ -82,12 +82,9 @@ def _documents(spec, bundle: DataBundle) -> list:
 
 def _ewc(spec, bundle: DataBundle, model):
     """``(penalty, operands)`` of the base spec's EWC (the Fisher of the PT ``model`` on old data, anchored at
-    it), from ``runs/methods``' Biography hooks (``cpt_hooks`` where the method objects of ``continual/method.py``
-    provide them, else ``ewc_setup``)."""
-    if hasattr(methods, "cpt_hooks"):
-        hooks = methods.cpt_hooks(spec, bundle, model)
-        return hooks.penalty, hooks.penalty_args
-    return methods.ewc_setup(spec, bundle, model)
+    it), from the method's Biography hooks (``runs/methods.cpt_hooks``, as a lone run gets them)."""
+    hooks = methods.cpt_hooks(spec, bundle, model)
+    return hooks.penalty, hooks.penalty_args
 
 
 def _members(grid: GridSpec, bundle: DataBundle, params, p):

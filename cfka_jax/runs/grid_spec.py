@@ -178,7 +178,7 @@ class GridSpec:
             raise ValueError(f"--grid: axis 'ewc_lambda': method {self.base.method!r} has no EWC penalty to scale")
         supported = (method.replay in (None, "replay-all", "replay-half") and method.penalty in (None, "ewc")
                      and method.token_loss == "nll" and method.optimizer == "adamw"
-                     and getattr(getattr(method, "hooks", None), "transform", None) is None)
+                     and method.hooks.transform is None)
         refused = {"--mesh": self.base.mesh is not None, "--token-weights": self.base.token_weights is not None,
                    "--energy-tau": self.base.energy_tau is not None, "--dtype": self.base.dtype != "float32",
                    f"--method {self.base.method!r}": not supported}
