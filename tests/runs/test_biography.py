@@ -43,6 +43,21 @@ def test_cpt_methods_run_from_the_pt_checkpoint(pt_run, method):
     assert final["Continual/n"] > 0 and final["Original/n"] > 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["replay-all + lwf(T=2 weight=0.5)", "nullspace(tol=1e-3)"])
+def test_lwf_and_nullspace_run_in_biography_cpt(pt_run, method):
+    """The components added as one file each run in the Biography recipe: LwF composed with replay (its token
+    objective against θ0), null-space updates on the PT data's keys (their protected share recorded)."""
+    root, _ = pt_run
+    name = method.split("(")[0].replace(" ", "")
+    cfg = CPTSpec(preset="smoke", method=method, out=str(root / f"cpt-{name}"), cache_dir=str(root / "cache"),
+                  progress=False)
+    final = bio.continual(cfg).final
+    assert final["step"] == BIOGRAPHY["smoke"].cpt.steps and final["Continual/n"] > 0
+    if cfg.resolved.state is not None:
+        assert 0.0 < final["nullspace/protected_fraction"] <= 1.0
+
+
 def test_generative_replay_cpt_builds_and_reuses_its_corpus(pt_run):
     root, _ = pt_run
     cfg = CPTSpec(preset="smoke", method="stoc", alpha=0.67, out=str(root / "cpt-stoc"),
