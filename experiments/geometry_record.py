@@ -38,13 +38,13 @@ def check_record_name(name: str | None) -> None:
       ValueError: names the bad value.
     """
     if name is not None and not _NAME.fullmatch(name):
-        raise ValueError(f"record must be a plain name (letters, digits, '_', '.', '-'; it becomes "
+        raise ValueError(f"--record must be a plain name (letters, digits, '_', '.', '-'; it becomes "
                          f"results/{PAPER}/NAME.json), got {name!r}")
 
 
 def check_seeds(seeds: Sequence[int]) -> None:
     if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct integers >= 0, got {list(seeds)}")
+        raise ValueError(f"--seeds must be distinct integers >= 0, got {','.join(map(str, seeds))}")
 
 
 def run_seeds(cfg) -> tuple[int, ...]:

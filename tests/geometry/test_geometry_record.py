@@ -66,7 +66,7 @@ def test_erosion_record(tmp_path):
 
 
 def test_bad_record_name_or_seeds_is_refused_before_running(tmp_path):
-    for bad, msg in ((["--record", "../x"], "record must be a plain name"), (["--seeds", "1,1"], "distinct")):
+    for bad, msg in ((["--record", "../x"], "--record must be a plain name"), (["--seeds", "1,1"], "--seeds must be distinct")):
         with pytest.raises(ValueError, match=msg):
             geometry.main(["attribution", *SMOKE, "--out", str(tmp_path / "o"), *bad])
     assert not (tmp_path / "o").exists()
