@@ -39,7 +39,7 @@ from cfka_jax.data.mixing import mix_replay
 from cfka_jax.eval.fluency import MODES as FLUENCY_MODES
 from cfka_jax.eval.fluency import fluency_evaluator, fluency_layout
 from cfka_jax.models import from_pretrained, load_tokenizer
-from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, train_lm
+from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, resolve_loss_chunk, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import optimizer_core, replay_documents, train_hooks, with_update
@@ -194,7 +194,7 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
         docs, mixture = mix_replay(data.new_docs, replayed[0], cfg.alpha, rule=MIXING_RULES[cfg.mixing],
                                    seed=cfg.seed)
     batcher = EpochBatcher(docs, seq_len=p.seq_len, eos_id=data.eos_id, batch_size=p.cpt.batch, seed=cfg.seed + 1)
-    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=bool(cfg.remat))
+    model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=cfg.remat is not False)
     hooks = train_hooks(resolved, model, batcher, compute_dtype=DTYPES[cfg.dtype])  # from the base model
     model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
     hooks = with_update(hooks, model, cfg.update)
@@ -204,8 +204,8 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
     run = train_lm(model, hooks.batch_at, opt=opt, loop=p.cpt.loop(progress=cfg.progress), folder=folder,
                    evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable, mesh=mesh,
                    penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
-                   loss_chunk=cfg.loss_chunk, final_checkpoint=cfg.final_checkpoint,
-                   optimizer=optimizer_core(resolved, opt))
+                   loss_chunk=resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn),
+                   final_checkpoint=cfg.final_checkpoint, optimizer=optimizer_core(resolved, opt))
     extra = {"method": method, "alpha": cfg.alpha if resolved.mixes else None, "update": cfg.update,
              "train_docs": len(docs),
              "new_docs": len(data.new_docs), "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mixture}
@@ -286,12 +286,13 @@ FLAGS = Flags(
           "freeze_layers": "--update freeze: blocks frozen after the embedding (default: half of the model's)",
           "lora_rank": "--update lora: adapter rank (alpha = 2 x rank)",
           "mesh": "shard the run over devices, e.g. data=2,fsdp=4 or auto",
-          "remat": "True: rematerialise each block in the backward pass (less activation memory, one more forward "
-                   "per block; default: off)",
+          "remat": "False: keep every block's activations for the backward pass (more memory, no second forward); "
+                   "unset or True: rematerialise each block (the default)",
           "opt_state_dtype": "storage dtype of the AdamW moments (bfloat16: 4 bytes per trained parameter, not 8; "
                              "default: float32)",
           "loss_chunk": "next-token NLL from the final hidden states, this many predicting rows at a time (no "
-                        "batch x seq x vocab logits; the same loss up to float rounding; default: full logits)",
+                        "batch x seq x vocab logits; the same loss up to float rounding); 0: full logits "
+                        "(default: 256 rows for the plain NLL, full logits for another token objective)",
           "final_checkpoint": "what each finished run keeps: its resumable checkpoints, the final parameters alone "
                               "(params/; trained leaves only under LoRA/freeze), or nothing"})
 """The command line generated from :class:`KnowEditRun` (``cfka_jax/cli_gen.py``)."""

@@ -44,7 +44,7 @@ CONFIG_VERSION = 2
 """The version of the run-option defaults a new ``config.json`` records (module docstring)."""
 
 OLD_DEFAULTS: dict[int, dict[str, tuple[Any, Any, str]]] = {
-    1: {"remat": (None, False, "--no-remat"), "loss_chunk": (None, 0, "--loss-chunk 0"),
+    1: {"remat": (None, False, "--no-remat (knowedit: --remat False)"), "loss_chunk": (None, 0, "--loss-chunk 0"),
         "scan_layers": (False, False, "--no-scan-layers")},
 }
 """Per older config version, ``field: (stored value, today's equivalent, the flag that gives it)`` for each run
@@ -52,17 +52,19 @@ option whose default changed after that version (version 2 made the lean memory 
 real-model commands: rematerialised, scanned blocks and the tiled head loss)."""
 
 
-def _in_todays_terms(run: dict, version: int) -> dict:
-    """A stored run spec of config ``version`` with the values whose meaning changed since then translated."""
+def _in_todays_terms(run: dict, version: int, new: dict) -> dict:
+    """A stored run spec of config ``version`` with the values whose meaning changed since then translated; a key
+    the stored spec lacks but today's spec ``new`` has (an option added after that run, so it ran with the old
+    default) reads as that default."""
     out = dict(run)
     for v in range(version, CONFIG_VERSION):
         for key, (old, now, _) in OLD_DEFAULTS.get(v, {}).items():
-            if key in out and out[key] == old:
+            if out.get(key, old) == old and (key in out or key in new):
                 out[key] = now
     return out
 
 
-def _how_to_resume(stored_run: dict, version: int, diffs: list[str]) -> str | None:
+def _how_to_resume(stored_run: dict, version: int, new: dict, diffs: list[str]) -> str | None:
     """One line naming the flags that resume an older version's folder, when every difference is a changed
     default whose old value today's flags can give; None otherwise."""
     changed = {}
@@ -71,7 +73,7 @@ def _how_to_resume(stored_run: dict, version: int, diffs: list[str]) -> str | No
     fields = [d.split(":", 1)[0] for d in diffs]
     if not fields or not all(f.startswith("run.") and f[4:] in changed for f in fields):
         return None
-    todays = _in_todays_terms(stored_run, version)
+    todays = _in_todays_terms(stored_run, version, new)
     flags = [changed[f[4:]][2] for f in fields if todays.get(f[4:]) == changed[f[4:]][1]]
     if len(flags) != len(fields):
         return None
@@ -145,9 +147,9 @@ class RunFolder:
                                      f"version of the library reads (1 .. {CONFIG_VERSION})")
             body = {k: v for k, v in stored.items() if k != "config_version"}
             if isinstance(body.get("run"), dict):
-                body["run"] = _in_todays_terms(body["run"], version)
+                body["run"] = _in_todays_terms(body["run"], version, new["run"])
             diffs = _diff(body, new)
-            how = _how_to_resume(stored.get("run") or {}, version, diffs) if diffs else None
+            how = _how_to_resume(stored.get("run") or {}, version, new["run"], diffs) if diffs else None
             if how is not None:
                 raise RunFolderError(f"{self.path}: {how}")
             if diffs:

@@ -1,6 +1,8 @@
 """The memory options of ``cfka corpus-cpt`` and ``cfka knowedit`` (#26): ``--loss-chunk``, ``--final-checkpoint``
 and (knowedit) ``--remat`` / ``--opt-state-dtype`` parse into the config; bad values are refused naming the flag;
-an old run folder's config (without the new fields) still matches a run that leaves them at their defaults."""
+the defaults are the lean path (rematerialised blocks, the tiled head loss for the plain NLL); an old run folder's
+config (without the new fields, or written under version 1's defaults) is refused in one line naming the flags that
+resume it, and resumes with them."""
 
 import dataclasses
 
@@ -23,14 +25,14 @@ def _inputs(tmp_path, monkeypatch):
     (tmp_path / "test.json").write_text("[]")
 
 
-def test_corpus_cpt_flags_parse_and_default_to_the_old_behaviour():
+def test_corpus_cpt_flags_parse_and_default_to_auto():
     cfg = cc.config_from_args(CC)
     assert (cfg.loss_chunk, cfg.final_checkpoint) == (None, "full")
     cfg = cc.config_from_args(CC + ["--loss-chunk", "256", "--final-checkpoint", "params"])
     assert (cfg.loss_chunk, cfg.final_checkpoint) == (256, "params")
 
 
-def test_knowedit_flags_parse_and_default_to_the_old_behaviour():
+def test_knowedit_flags_parse_and_default_to_the_lean_path():
     cfg = ke.FLAGS.parse(KE)
     assert (cfg.remat, cfg.opt_state_dtype, cfg.loss_chunk, cfg.final_checkpoint) == (None, None, None, "full")
     cfg = ke.FLAGS.parse(KE + ["--remat", "True", "--opt-state-dtype", "bfloat16", "--loss-chunk", "128",
@@ -54,12 +56,13 @@ def test_bad_values_exit_2(parse, capsys):
                          ids=["corpus-cpt", "knowedit"])
 def test_out_of_range_values_are_refused_naming_the_flag(make):
     with pytest.raises(ValueError, match="--loss-chunk"):
-        make(loss_chunk=0)
+        make(loss_chunk=-1)
+    assert make(loss_chunk=0).loss_chunk == 0  # the full logits
     with pytest.raises(ValueError, match="--final-checkpoint"):
         make(final_checkpoint="some")
 
 
-def test_an_old_knowedit_folder_resumes_with_the_defaults_and_ignores_final_checkpoint(tmp_path):
+def test_an_old_knowedit_folder_resumes_with_its_old_defaults_and_ignores_final_checkpoint(tmp_path):
     cfg = ke.KnowEditRun(data="t.json", model="m", out=str(tmp_path))
     p = cfg.scale
     folder = RunFolder(tmp_path / "naive")
@@ -67,8 +70,13 @@ def test_an_old_knowedit_folder_resumes_with_the_defaults_and_ignores_final_chec
     stored = folder.read_json("config.json")
     for name in ("remat", "opt_state_dtype", "loss_chunk", "final_checkpoint"):  # as written before the fields
         del stored["run"][name]
+    del stored["config_version"]  # and written before config versions: version 1
     (folder.path / "config.json").write_text(__import__("json").dumps(stored))
-    assert folder.check(cfg, p)
-    assert folder.check(dataclasses.replace(cfg, final_checkpoint="params"), p)  # changes no result
-    with pytest.raises(ValueError, match="loss_chunk"):
-        folder.check(dataclasses.replace(cfg, loss_chunk=64), p)
+    with pytest.raises(ValueError, match=r"config version 1") as err:
+        folder.check(cfg, p)  # today's defaults (remat on, the tiled loss) are another run
+    assert "--remat False" in str(err.value) and "--loss-chunk 0" in str(err.value) and "\n" not in str(err.value)
+    old = dataclasses.replace(cfg, remat=False, loss_chunk=0)
+    assert folder.check(old, p)
+    assert folder.check(dataclasses.replace(old, final_checkpoint="params"), p)  # changes no result
+    with pytest.raises(ValueError, match="--loss-chunk 0"):  # it ran on the full logits
+        folder.check(dataclasses.replace(old, loss_chunk=64), p)
