@@ -5,7 +5,6 @@ AdamW and weight decay), the eigenvalue cut keeps what it says, and GPM's bases 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 
 from cfka_jax.continual import gpm, nullspace
