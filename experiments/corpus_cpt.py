@@ -249,7 +249,8 @@ def prepare(cfg: CorpusCPTConfig) -> Inputs:
     Raises:
       ValueError / OSError: naming the option, file or folder.
     """
-    check_model_update(cfg, model_config(cfg.model))  # config.json only: before any long read
+    model_cfg = model_config(cfg.model)  # config.json only: before any long read
+    check_model_update(cfg, model_cfg)
     mesh = run_mesh(cfg.mesh)
     tokenizer = load_tokenizer(cfg.model)
     train_docs, held_docs, corpus_stats = corpus_docs(cfg, tokenizer)
@@ -257,7 +258,7 @@ def prepare(cfg: CorpusCPTConfig) -> Inputs:
                          domain=cfg.mc_domain, limit=cfg.mc_limit, seed=cfg.seed)
     dev = read_mc(list(cfg.mc_dev)) if cfg.mc_dev else []
     model = from_pretrained(cfg.model, dtype=DTYPES[cfg.dtype] or jnp.float32, remat=cfg.remat,
-                            scan_layers=scanned(cfg))
+                            scan_layers=scanned(cfg, model_cfg))
     made_from = model_replay_made_from(cfg.model, tokenizer, train_docs) if cfg.resolved.mixes else None
     if made_from is not None:  # a corpus left in --out by a run of another model or corpus is refused
         check_replay_dir(pathlib.Path(cfg.out) / "replay", made_from, flag="--out")
@@ -265,12 +266,20 @@ def prepare(cfg: CorpusCPTConfig) -> Inputs:
     return Inputs(tokenizer, train_docs, held_docs, corpus_stats, sets, dev, model, mesh, made_from)
 
 
-def scanned(cfg: CorpusCPTConfig) -> bool:
+def scanned(cfg: CorpusCPTConfig, model_cfg=None) -> bool:
     """Whether the run stacks its blocks: ``--scan-layers`` / ``--no-scan-layers``, or unset: scanned unless the
-    method needs looped blocks (:data:`LOOPED_NEEDS`)."""
+    method needs looped blocks (:data:`LOOPED_NEEDS`) or the model's blocks cannot be stacked (``model_cfg``, its
+    port config, refuses ``scan_layers``: Qwen3.5's two kinds of block)."""
     if cfg.scan_layers is not None:
         return cfg.scan_layers
-    return not (cfg.resolved.needs & LOOPED_NEEDS)
+    if cfg.resolved.needs & LOOPED_NEEDS:
+        return False
+    if model_cfg is not None:
+        try:
+            dataclasses.replace(model_cfg, scan_layers=True)
+        except ValueError:
+            return False
+    return True
 
 
 def run(cfg: CorpusCPTConfig) -> dict:
@@ -306,7 +315,7 @@ def run(cfg: CorpusCPTConfig) -> dict:
                        final_checkpoint=cfg.final_checkpoint,
                        optimizer=optimizer_core(method, opt), guard=cfg.guard, post_update=hooks.post_update,
                        consume=hooks.penalty is None and hooks.loss_fn is token_nll_loss)
-    memory = {"remat": cfg.remat, "scan_layers": scanned(cfg),
+    memory = {"remat": cfg.remat, "scan_layers": bool(getattr(model.cfg, "scan_layers", False)),
               "loss_chunk": resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn), "guard": cfg.guard}
     extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update, "memory": memory,
              "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,

@@ -68,3 +68,14 @@ def test_scan_layers_and_guard_flags():
         cc.config_from_args(BASE + ["--guard", "none"])
     with pytest.raises(ValueError, match="--guard"):
         cc.CorpusCPTConfig(data=("corpus",), model="model", out="run", guard="none")
+
+
+def test_blocks_that_cannot_be_stacked_run_looped_unless_told():
+    """Qwen3.5's blocks are of two kinds, so its config refuses ``scan_layers``: unset, the run is looped."""
+    from cfka_jax.models import family
+    from cfka_jax.runs.presets import BIOGRAPHY
+
+    size = BIOGRAPHY["smoke"].model
+    cfg = cc.config_from_args(BASE)
+    assert not cc.scanned(cfg, family.get("qwen3_5").from_size(size, vocab_size=64))
+    assert cc.scanned(cfg, family.get("qwen").from_size(size, vocab_size=64))
