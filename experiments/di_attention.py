@@ -32,10 +32,11 @@ import pathlib
 import numpy as np
 
 from cfka_jax import jsonio
+from cfka_jax.claims.results import Clock, provenance, write_record
 from cfka_jax.data.pipeline import DataBundle, build_data
 from cfka_jax.lm_theory import biography as bio
 from cfka_jax.lm_theory import retention as ret
-from cfka_jax.lm_theory.attention import attention_mass, per_type
+from cfka_jax.lm_theory.attention import attention_mass, layer_kinds, per_type
 from cfka_jax.lm_theory.cooccurrence import CoOccurrence, count_cooccurrence
 from cfka_jax.lm_theory.diversity import CONVENTIONS, diversity_index
 from cfka_jax.lm_theory.stats import correlate, seed_summary
@@ -48,6 +49,7 @@ from cfka_jax.runs.specs import ARCHS
 from cfka_jax.models.layers import ATTENTION_KINDS
 from cfka_jax.cli_gen import Flags
 from cfka_jax.train.ensemble import member, split_members
+from cfka_jax.experiments import di_kinds as dk
 from cfka_jax.experiments import di_measures as dm
 
 PAPER = {"linear": (-0.8277, -0.8776), "softmax": (-0.7842, -0.8467)}
@@ -92,6 +94,9 @@ class Config:
     """the original panel (context attention table, scatter, STOC link, retention)"""
     pt_checkpoint: bool = False
     """measure the newest checkpoint of a PT still in progress (OUT/pt/ckpt)"""
+    record: str = ""
+    """results root: write the per-layer-kind record cfka/di_attention_<arch>.json there (needs the context
+    measure); empty: none"""
 
     def __post_init__(self):
         self.spec()  # validates preset, arch, attention, seeds, steps and streams
@@ -100,6 +105,8 @@ class Config:
             raise ValueError(f"measures must be distinct names from {MEASURES}, got {self.measures!r}")
         if self.objects not in bio.OBJECT_KINDS:
             raise ValueError(f"objects must be one of {bio.OBJECT_KINDS}, got {self.objects!r}")
+        if self.record and "context" not in self.measures:
+            raise ValueError("record needs the 'context' measure (--measures)")
         if self.min_count < 1 or self.num_boot < 1:
             raise ValueError(f"min_count and num_boot must be >= 1, got {self.min_count}, {self.num_boot}")
 
@@ -325,7 +332,7 @@ def regime(cfg: Config, pt: EnsembleResult, heldout: list[dict]) -> str:
 
 
 def run(cfg: Config) -> dict:
-    out = pathlib.Path(cfg.out)
+    clock, out = Clock(), pathlib.Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     bundle = build_data(cfg.spec().scale.data_config(), cfg.cache_dir)
     vocab = bio.object_vocabulary(bundle, cfg.objects)
@@ -342,6 +349,16 @@ def run(cfg: Config) -> dict:
         dm.write_atomic(out / "table_measures.md", dm.table(res["measures"], world=cfg.preset,
                                                             attention=cfg.attention, paper=PAPER[cfg.attention],
                                                             regime=res["regime"]) + "\n")
+        if "context" in cfg.measures:  # linear and full-attention layers apart (experiments/di_kinds.py)
+            kinds = layer_kinds(pt.model(0))
+            res["layer_kinds"], res["by_kind"] = list(kinds), dk.kind_rows(arrays, kinds, pt.spec.seeds, held,
+                                                                           num_boot=cfg.num_boot)
+            dm.write_atomic(out / "table_kinds.md", dk.table(res["by_kind"]) + "\n")
+            if cfg.record:
+                write_record(cfg.record, dk.RECORD.format(arch=cfg.arch), rows=res["by_kind"],
+                             regime=dk.regime(cfg.preset, cfg.arch, kinds, int(pt.steps[-1]),
+                                              BIOGRAPHY[cfg.preset].pt.steps, cfg.attention),
+                             provenance=provenance(config=dataclasses.asdict(cfg), seeds=pt.spec.seeds, clock=clock))
     if cfg.legacy:
         res |= legacy(cfg, pt, bundle, vocab, c, out)
     dm.write_json(out / "di_attention.json", res)
@@ -372,6 +389,8 @@ def command(cfg: Config) -> int:
     if "measures" in res:
         print(dm.table(res["measures"], world=cfg.preset, attention=cfg.attention, paper=PAPER[cfg.attention],
                        regime=res["regime"]))
+    if "by_kind" in res:
+        print(dk.table(res["by_kind"]))
     if not cfg.legacy:
         return 0
     print(table(cfg, res["summary"], res["init_control"]))

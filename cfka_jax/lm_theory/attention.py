@@ -13,6 +13,42 @@ type s, averaged over the examples (occurrences) that hold s; the pooled z_s is 
 computation on STOC's layer-and-head average (``continual/stoc.mean_attention``; equal for softmax ports, tested).
 The magnitude is taken per head because the sign of a linear head's score is not identifiable: flipping W_K and
 W_V of a head flips its scores and leaves the model unchanged (the theory's (z, y) → (−z, −y) symmetry).
+
+**Gated DeltaNet layers** (Qwen3.5's ``linear_attention`` blocks, ``models/qwen3_5``) have no attention weights; their
+map is the exact token-mixing matrix from a zero state (``GatedDeltaNet.token_mixing``, ``delta.mixing_matrix``),
+per value head u, ``o_t = Σ_{j≤t} A^u[t, j] v_j`` with
+
+    A^u = (Q Kᵀ ⊙ Γ) (I + Â)⁻¹ diag(β),    Γ_tj = Π_{j<i≤t} α_i,    Â_tj = β_t Γ_tj k_t·k_j  (j < t).
+
+A's rows do not sum to one and its entries can be negative, so the received mass of source j at query t is the
+row-normalised magnitude (:func:`received_mass`)
+
+    P^u[t, j] = |A^u[t, j]| / Σ_{j' ≤ t} |A^u[t, j']|       (0 for an all-zero row),
+
+a causal row-stochastic map like a softmax row, then treated exactly as softmax weights above. The normalisation
+removes what scales a whole output row and is not a choice between sources (the query's norm; the decay common
+to the whole prefix); what acts after the rule — the gated RMSNorm's 1/rms(o_t) per (t, u) and its channel gate
+``w ⊙ silu(z_t)`` — is common to every source of row t and leaves A, hence P, unchanged. The magnitude, as for the
+theory's linear heads, drops a sign that the layer can move into v. Layer kinds stay apart (:func:`layer_kinds`): a pooled z over a hybrid model's layers mixes the
+two maps, so ``cfka di-attention`` reports each kind on its own.
+
+What the cFKA theory covers (spec §2.6, §2.8): its model is one causal linear-attention layer without softmax,
+``o_t = Σ_{j≤t} (q_t·k_j) v_j`` — the Gated DeltaNet map with α ≡ 1, β ≡ 1 and no correction (Â = 0). Each part
+the theory lacks changes the map it predicts:
+
+* the gate α_t (Γ): past sources are multiplied by the decay accumulated since them, so received mass falls with
+  distance to the query independently of the token's DI (a recency prior the theory has not);
+* the delta-rule correction (I + Â)⁻¹: a write along k_t first removes (by β_t) what the state already stores
+  along k_t, so an occurrence whose key comes again later (the name that opens every sentence of a biography) is
+  partly overwritten and the latest occurrence keeps the mass: a type's mass depends on how its occurrences
+  repeat in the context, which the theory's per-type counts do not see;
+* the write strength β_t: a per-token learned weight on each source column, a token-dependent prior on received
+  mass that the theory's counts do not set;
+* and, outside the rule, the causal short convolution before q, k, v (width Z): A mixes the convolved values, so
+  the mass at j belongs to tokens j − Z + 1 … j, attributed here to j.
+
+The full-attention layers of the same model are gated softmax attention (the sigmoid output gate acts after the
+mixing and does not change the map), the softmax case of the panel.
 """
 
 from __future__ import annotations
@@ -28,6 +64,49 @@ from cfka_jax.continual.stoc import mean_attention
 from cfka_jax.data.packing import Packed
 from cfka_jax.eval.batches import row_blocks
 from cfka_jax.shapes import Array, Float, Int
+
+
+LAYER_KINDS = ("full_attention", "linear_attention")
+"""The kinds of token mixer a layer's map comes from: attention weights (softmax, or the theory's linear scores) or
+a Gated DeltaNet layer's row-normalised mixing matrix (module docstring)."""
+
+
+def layer_kinds(model: nnx.Module) -> tuple[str, ...]:
+    """Every block's kind in layer order: the block's ``kind`` where it has one (Qwen3.5's ``layer_types``),
+    ``"full_attention"`` for the families whose blocks all attend."""
+    kinds = tuple(getattr(block, "kind", "full_attention") for block in model.layers)
+    bad = sorted(set(kinds) - set(LAYER_KINDS))
+    if bad:
+        raise ValueError(f"layer kinds {bad} have no attention map (known: {LAYER_KINDS})")
+    return kinds
+
+
+def received_mass(a_BUSS: Float[Array, "B U S S"]) -> Float[Array, "B U S S"]:
+    """P[t, j] = |A[t, j]| / Σ_j' |A[t, j']| over each output row (0 for an all-zero row): a mixing matrix as
+    received attention mass, row-stochastic like softmax weights (module docstring)."""
+    mag = jnp.abs(a_BUSS.astype(jnp.float32))
+    total = jnp.sum(mag, axis=-1, keepdims=True)
+    return jnp.where(total > 0, mag / jnp.where(total > 0, total, 1.0), 0.0)
+
+
+def layer_maps(model: nnx.Module, tokens_BS: Int[Array, "B S"], *, positions_BS: Int[Array, "B S"],
+               segment_ids_BS: Int[Array, "B S"] | None = None) -> tuple[Float[Array, "B N S T"], ...]:
+    """One map per layer, in layer order: the attention weights of a full layer (``return_attn``), the
+    :func:`received_mass` of a Gated DeltaNet layer's token-mixing matrix, computed from the block's normed input
+    (the model's hidden states). A model without linear layers returns its ``attentions`` unchanged."""
+    kinds = layer_kinds(model)
+    hybrid = "linear_attention" in kinds
+    out = model(tokens_BS, positions_BS=positions_BS, segment_ids_BS=segment_ids_BS, return_attn=True,
+                return_hidden=hybrid)
+    if not hybrid:
+        return tuple(out.attentions)
+    full, maps = iter(out.attentions), []
+    for block, kind, x_BSD in zip(model.layers, kinds, out.hidden_states):
+        if kind == "linear_attention":
+            maps.append(received_mass(block.mixer().token_mixing(block.input_layernorm(x_BSD))))
+        else:
+            maps.append(next(full))
+    return tuple(maps)
 
 
 def layer_attention(attentions: tuple[Float[Array, "B N S T"], ...]) -> Float[Array, "L B S T"]:
@@ -50,9 +129,9 @@ def type_mass(abar_LBST: Float[Array, "L B S T"], tokens_BS: Int[Array, "B S"], 
 
 def _mass_pure(graphdef, params, rest, batch: dict, ex: dict, *, num_tokens: int) -> Float[Array, "L M"]:
     model = nnx.merge(graphdef, params, rest)
-    out = model(batch["tokens"], positions_BS=batch["positions"], segment_ids_BS=batch.get("segment_ids"),
-                return_attn=True)
-    return type_mass(layer_attention(out.attentions), batch["tokens"], ex["b"], ex["q"], ex["start"], ex["valid"],
+    maps = layer_maps(model, batch["tokens"], positions_BS=batch["positions"],
+                      segment_ids_BS=batch.get("segment_ids"))
+    return type_mass(layer_attention(maps), batch["tokens"], ex["b"], ex["q"], ex["start"], ex["valid"],
                      num_tokens=num_tokens)
 
 

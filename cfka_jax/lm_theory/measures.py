@@ -19,6 +19,8 @@ in-context repeat count of t's token type):
 The two column scores are STOC's token scores (``continual/stoc.scores_from_colsum``: ``j_plus_1``, the reference,
 and ``n_queries``) of every position of every chunk, averaged over the occurrences of each token type; they use all
 queries, not only the object-predicting ones. ``context`` per head averaged over heads is ``attention.py``'s z^l_s.
+The maps are ``attention.layer_maps``: a Gated DeltaNet layer's (Qwen3.5) is its row-normalised mixing matrix per
+value head, the others the attention weights.
 
 Shapes: L layers, N query heads, B chunks, S query / T key positions, E examples, M token types.
 """
@@ -34,6 +36,7 @@ from flax import nnx
 
 from cfka_jax.data.packing import Packed
 from cfka_jax.eval.batches import row_blocks
+from cfka_jax.lm_theory.attention import layer_maps
 from cfka_jax.shapes import Array, Float, Int
 
 MEASURES = ("context", "occurrence", "fact", "column_j1", "column_nq")
@@ -62,6 +65,9 @@ def head_masses(attentions: tuple[Float[Array, "B N S T"], ...], tokens_BS: Int[
       rows_B: which rows are real chunks (the column scores skip fill rows).
       num_tokens: M.
     """
+    heads = sorted({a.shape[1] for a in attentions})
+    if len(heads) > 1:
+        raise ValueError(f"the layers' maps have different head counts {heads}: per-head measures need one count")
     a_LNBST = jnp.stack([jnp.abs(a.astype(jnp.float32)).transpose(1, 0, 2, 3) for a in attentions])
     num_l, num_n, _, _, num_t = a_LNBST.shape
     t_T = jnp.arange(num_t)
@@ -89,9 +95,9 @@ def head_masses(attentions: tuple[Float[Array, "B N S T"], ...], tokens_BS: Int[
 
 def _masses_pure(graphdef, params, rest, batch: dict, ex: dict, rows_B, *, num_tokens: int) -> dict:
     model = nnx.merge(graphdef, params, rest)
-    out = model(batch["tokens"], positions_BS=batch["positions"], segment_ids_BS=batch.get("segment_ids"),
-                return_attn=True)
-    return head_masses(out.attentions, batch["tokens"], ex, rows_B, num_tokens=num_tokens)
+    maps = layer_maps(model, batch["tokens"], positions_BS=batch["positions"],
+                      segment_ids_BS=batch.get("segment_ids"))
+    return head_masses(maps, batch["tokens"], ex, rows_B, num_tokens=num_tokens)
 
 
 @functools.lru_cache(maxsize=8)
