@@ -12,6 +12,10 @@ A post-norm family (OLMo-2, ``Traits.norm_position == "post"``: ``y = x + n_a(at
 no norm before its sublayers, so its attention and MLP inputs are the raw residuals: ``norm_attn[l] = x_l`` and
 ``norm_mlp[l] = resid_mlp[l] = x_l + post_attention_layernorm(attn_l)``.
 
+A hybrid family (Qwen3.5) mixes tokens with a different module per block (``block.mixer()``: ``self_attn`` or a
+Gated DeltaNet ``linear_attn``); the linear mixers run from a zero state and are told which tokens are padding, as
+in the model call. The streams are the same four per block whatever the mixer.
+
 ``final`` is h, the state entering the LM head (after the final norm), and ``logits`` the head output (float32).
 The pass reuses the port's own modules (norms, attention, MLP, head) block by block, so its logits equal the
 model call's; ``tests/geometry/test_streams.py`` checks that for the families. HF's ``hidden_states[1..L−1]``
@@ -26,7 +30,7 @@ import jax.numpy as jnp
 from cfka_jax.geometry.force import wide
 from cfka_jax.models import family, layers
 from cfka_jax.models.family import Traits
-from cfka_jax.shapes import Array, Float, Int
+from cfka_jax.shapes import Array, Bool, Float, Int
 
 
 @flax.struct.dataclass
@@ -47,21 +51,35 @@ class Streams:
     norm_mlp: Float[Array, "B S L D"]
 
 
-def _post_norm_block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, traits: Traits):
+def _mix(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, traits: Traits,
+         keep_BS: Bool[Array, "B S"] | None) -> Float[Array, "B S D"]:
+    """The block's token mixer on ``x_BSD``: the block's ``mixer()`` where it has one (a hybrid family), else the
+    family's attention attribute; a linear-attention mixer gets ``(conv state, delta state, keep)`` = ``(None,
+    None, keep_BS)`` (no cache; padding marks), an attention mixer no cache."""
+    if hasattr(block, "mixer"):
+        mixer = block.mixer()
+        cache = (None, None, keep_BS) if getattr(block, "kind", None) == "linear_attention" else None
+    else:
+        mixer, cache = getattr(block, traits.attn), None
+    out_BSD, _, _ = mixer(x_BSD, ctx, cache)
+    return out_BSD
+
+
+def _post_norm_block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, traits: Traits, keep_BS):
     """A post-norm block (OLMo-2): the sublayers read the raw residual, their outputs are normalised."""
-    a_out, _, _ = getattr(block, traits.attn)(x_BSD, ctx, None)
+    a_out = _mix(block, x_BSD, ctx, traits, keep_BS)
     m_resid = x_BSD + block.post_attention_layernorm(a_out)
     y_BSD = m_resid + block.post_feedforward_layernorm(block.mlp(m_resid))
     return y_BSD, (x_BSD, m_resid, x_BSD, m_resid)
 
 
-def _block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, traits: Traits):
+def _block(block, x_BSD: Float[Array, "B S D"], ctx: layers.StepContext, traits: Traits, keep_BS=None):
     """One decoder block of any family, returning its output and its four streams (the attention's attribute,
     the residual form and the norm position from the family's traits)."""
     if traits.norm_position == "post":
-        return _post_norm_block(block, x_BSD, ctx, traits)
+        return _post_norm_block(block, x_BSD, ctx, traits, keep_BS)
     a_in = block.input_layernorm(x_BSD)
-    a_out, _, _ = getattr(block, traits.attn)(a_in, ctx, None)
+    a_out = _mix(block, a_in, ctx, traits, keep_BS)
     parallel = traits.parallel_residual
     m_resid = x_BSD if parallel else x_BSD + a_out
     m_in = block.post_attention_layernorm(m_resid)
@@ -85,8 +103,9 @@ def forward_streams(model, tokens_BS: Int[Array, "B S"], *, attention_mask_BS: I
     x_BSD = model._embed()(tokens_BS)
     collected = []
     traits = family.of(model).traits(model.cfg)
+    keep_BS = None if attention_mask_BS is None else attention_mask_BS.astype(bool)
     for block in model.layers:
-        x_BSD, streams = _block(block, x_BSD, ctx, traits)
+        x_BSD, streams = _block(block, x_BSD, ctx, traits, keep_BS)
         collected.append(streams)
     final_BSD = model._final_norm()(x_BSD)
     logits_BSV = wide(model._head(final_BSD))
