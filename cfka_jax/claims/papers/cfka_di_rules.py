@@ -59,6 +59,50 @@ def di_law(records) -> Judgement:
     return Judgement(j.verdict, j.reason + note, "; ".join(f"{p.label} {p.shown}" for p in parts))
 
 
+DI_QWEN35 = "cfka/di_attention_qwen3_5"
+"""``cfka di-attention --arch qwen3_5 --record results``: rows per (seed, layer kind, layer) (experiments/di_kinds.py)."""
+KINDS = {"linear_attention": "Gated DeltaNet layers", "full_attention": "full-attention layers"}
+MIN_SEEDS = 3
+
+
+def _kind(rec, kind: str, regime_note: str) -> Part:
+    """The law on one layer kind: every seed's Pearson of DI against the kind's pooled z, under the spread rule."""
+    rows = [r for r in rec.select(kind=kind, layer="pooled", ports="trained") if r["seed"] != "mean"]
+    seeds = spread([r["pearson"] for r in rows])
+    mean = rec.select(kind=kind, layer="pooled", ports="trained", seed="mean")[0]
+    init = rec.select(kind=kind, layer="pooled", ports="untrained", seed="mean")[0]
+    shown = (f"{mean['pearson']:+.3f} [{mean['pearson_lo']:+.3f}, {mean['pearson_hi']:+.3f}] (per seed "
+             f"{seeds.show(3)}; untrained {init['pearson']:+.3f})")
+    lowest = min(r["pearson_lo"] for r in rows)
+    if regime_note:
+        j = Judgement("not tested", regime_note)
+    elif seeds.n < MIN_SEEDS:
+        j = Judgement("not tested", f"{seeds.n} seeds, fewer than {MIN_SEEDS}")
+    elif seeds.hi <= LAW and mean["pearson_hi"] <= LAW:
+        j = Judgement("holds", f"every seed at or below {LAW} and the seed-mean interval too")
+    elif lowest > LAW:
+        j = Judgement("refuted", f"every seed's interval above {LAW} (lowest end {lowest:+.3f})"
+                                 + ("; the opposite sign on every seed" if seeds.lo > 0 else ""))
+    else:
+        j = Judgement("not reproduced", f"the seeds ({seeds.show(3)}) do not all reach {LAW}")
+    return Part(KINDS[kind], j, shown)
+
+
+def di_law_gated_deltanet(records) -> Judgement:
+    """"Pearson < −0.8 in multi-layer LMs" on the Qwen3.5-style port, judged apart on its Gated DeltaNet (linear)
+    layers and its full-attention layers (the project's default DI, the ``context`` measure; the linear layers'
+    attention is the row-normalised |token-mixing matrix|, ``lm_theory/attention.py``). Per kind: holds when every
+    seed's Pearson and the seed-mean interval are at or below −0.8; refuted when every seed's interval lies above;
+    ≥ 3 seeds and held-out sFTA ≥ 0.7 (the theory's regime), else not tested."""
+    rec = records[DI_QWEN35]
+    held = spread(rec.values("heldout_sfta", summary="held-out"))
+    note = (f"held-out sFTA {held.show(2)} below the theory's regime {THEORY_REGIME}"
+            if held.mean < THEORY_REGIME else "")
+    parts = [_kind(rec, k, note) for k in KINDS if rec.select(kind=k)]
+    j = regimes("DI–attention Pearson ≤ −0.8 per layer kind (Qwen3.5-style port)", parts)
+    return Judgement(j.verdict, j.reason, f"{j.ours}; held-out sFTA {held.show(2)}")
+
+
 def stoc_low_di(records) -> Judgement:
     """Overlap of STOC's selected token types with the lowest-DI ones against chance, over the seeds' range."""
     rec = records[DI_EARLY]
