@@ -2,9 +2,14 @@
 
 Pure core: the logit processors (:func:`apply_repetition_penalty`, :func:`apply_temperature`,
 :func:`apply_top_k`, :func:`apply_top_p`) and :func:`process_logits` are functions of ``[..., V]`` arrays.
-Thin shell: :func:`generate` splits the model once and runs prefill plus the whole decode loop
-(a ``lax.while_loop``) inside one ``jax.jit`` over ``(graphdef, state)``; it compiles once per
-(graph, sampler config, prompt shape).
+Thin shell: :func:`generate` splits the model once and runs prefill plus the whole decode loop inside one
+``jax.jit`` over ``(graphdef, state)``; it compiles once per (graph, sampler config, prompt shape). The loop is a
+``lax.fori_loop`` of ``max_new_tokens - 1`` steps when no token can stop a row (a ``lax.while_loop`` that ends once
+every row has stopped otherwise), and the KV cache is its carry, updated in place (``layers.LayerKV``). A decode step
+of the benchmark model is bound by reading the weights (one pass over every matrix per step; the cache write and
+the attention over unfilled slots are a small part of it, measured in docs/models_bench.md), so the loop does no
+work it does not need: the prefill computes the LM head at each row's last prompt position only, no model step is
+run whose logits are unused, and the prompt/generated token sets are built only for the repetition penalty.
 
 Batched prompts of different lengths are *right*-padded and given with their lengths: the cache keeps a write
 index per row (``KVCache.end_index``), so after the prefill each row's index is reset to its own length and every
@@ -207,37 +212,52 @@ def generate_pure(
     cache = model.init_cache(b, s + n, model.cfg.dtype)
     out = model(tokens_BS, attention_mask_BT=prompt_BS.astype(jnp.int32), cache=cache)
     cache = out.cache.replace(end_index=lengths_B)  # per-row write index: generated tokens overwrite the padding
-    last_BV = jnp.take_along_axis(out.logits, (lengths_B - 1)[:, None, None], axis=1)[:, 0]
-    seen_BV = token_presence(tokens_BS, prompt_BS, last_BV.shape[-1])
+    # The head at each row's last prompt position only: the [B, S, V] prefill logits are never used, so XLA drops
+    # them (B·S·D·V multiply-adds, a quarter of the benchmark's prefill).
+    last_B1D = jnp.take_along_axis(out.final_hidden, (lengths_B - 1)[:, None, None], axis=1)
+    last_BV = model.head_view()(last_B1D)[:, 0].astype(F32)
+    vocab = last_BV.shape[-1]
+    # Prompt ∪ generated tokens are tracked only for the repetition penalty (nothing else reads them).
+    seen_BV = token_presence(tokens_BS, prompt_BS, vocab) if cfg.repetition_penalty != 1.0 else None
     eos = jnp.asarray(cfg.eos_ids, jnp.int32)
+    stops = bool(cfg.eos_ids) and not cfg.ignore_eos
 
     def emit(t, logits_BV, seen_BV, done_B, out_BN, count_B):
         token_B = sample_tokens(logits_BV, seen_BV, keys_B, t, cfg)
         token_B = jnp.where(done_B, jnp.int32(cfg.pad_token_id), token_B)
         out_BN = out_BN.at[:, t].set(token_B)
         count_B = count_B + (~done_B).astype(jnp.int32)
-        if cfg.eos_ids and not cfg.ignore_eos:
+        if stops:
             done_B = done_B | jnp.any(token_B[:, None] == eos[None, :], axis=-1)
-        seen_BV = seen_BV | jax.nn.one_hot(token_B, seen_BV.shape[-1], dtype=bool)
+        if seen_BV is not None:
+            seen_BV = seen_BV | jax.nn.one_hot(token_B, vocab, dtype=bool)
         return token_B, seen_BV, done_B, out_BN, count_B
 
     out_BN = jnp.full((b, n), cfg.pad_token_id, jnp.int32)
     done_B, count_B = jnp.zeros((b,), bool), jnp.zeros((b,), jnp.int32)
 
-    def cond(c):
-        t, _, _, done_B, _, _, _ = c
-        return (t < n) & ~jnp.all(done_B)
-
-    def body(c):
-        # Sample token t, then feed it to get the logits for t + 1 (the last feed is unused; sampling in one
-        # place keeps the sampler compiled once).
-        t, logits_BV, seen_BV, done_B, out_BN, count_B, cache = c
+    def body(t, c):
+        # Sample token t, then feed it to get the logits of token t + 1.
+        logits_BV, seen_BV, done_B, out_BN, count_B, cache = c
         token_B, seen_BV, done_B, out_BN, count_B = emit(t, logits_BV, seen_BV, done_B, out_BN, count_B)
         step = merged()(token_B[:, None], cache=cache)
-        return t + 1, step.logits[:, 0], seen_BV, done_B, out_BN, count_B, step.cache
+        return step.logits[:, 0], seen_BV, done_B, out_BN, count_B, step.cache
 
-    init = (jnp.int32(0), last_BV, seen_BV, done_B, out_BN, count_B, cache)
-    _, _, _, _, out_BN, count_B, _ = jax.lax.while_loop(cond, body, init)
+    # n - 1 feeds, then the last token is sampled from the last feed's logits: no model step whose logits nobody
+    # reads. Without a stopping token the trip count is fixed (a fori_loop: no per-step test of every row's
+    # done flag); with one, a while_loop ends as soon as every row has stopped.
+    carry = (last_BV, seen_BV, done_B, out_BN, count_B, cache)
+    if stops:
+        def cond(tc):
+            t, c = tc
+            return (t < n - 1) & ~jnp.all(c[2])
+
+        t_last, carry = jax.lax.while_loop(cond, lambda tc: (tc[0] + 1, body(*tc)), (jnp.int32(0), carry))
+    else:
+        t_last, carry = jnp.int32(n - 1), jax.lax.fori_loop(0, n - 1, body, carry)
+    logits_BV, seen_BV, done_B, out_BN, count_B, _ = carry
+    # An early stop leaves every row done: the last emit then only rewrites padding.
+    _, _, _, out_BN, count_B = emit(t_last, logits_BV, seen_BV, done_B, out_BN, count_B)
     return GenerateOutput(tokens=out_BN, num_tokens=count_B)
 
 
