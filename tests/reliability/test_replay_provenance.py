@@ -69,7 +69,7 @@ def test_stream_stage_corpus_of_another_start_run_is_refused(bundle, tmp_path):
     before = _listing(tmp_path)
     tasks = stage_tasks(bundle, 2)
     with pytest.raises(ValueError) as err:  # refused before the (absent) model is used
-        stream._stage_docs(spec, bundle, tasks, 2, None, stage2)
+        stream.StageContext(spec, bundle, tasks, 2, None, stage2, None).generative_replay("stoc")
     msg = str(err.value)
     assert msg.startswith(f"--out {stage2.path / 'replay'} was made from something else") and "parent_step 2" in msg
     assert "\n" not in msg and _listing(tmp_path) == before
