@@ -255,9 +255,19 @@ def trainable_value_and_grad(objective: Callable, trainable) -> Callable:
 
 
 def _update_finite(update, grads, opt_state, params) -> jax.Array:
-    """True iff ``update(grads, opt_state, params)`` gives finite parameters and a finite optimiser state."""
+    """True iff ``update(grads, opt_state, params)`` gives finite parameters and a finite optimiser state.
+
+    The leaves' finiteness masks are AND-ed per shape before any reduction, so a parameter, its moments and its
+    update (same shape) meet in one elementwise expression with one reduction, which XLA fuses with the optimiser's
+    arithmetic: nothing leaf-sized is stored (one reduction per leaf kept a leaf's new moments alive: at the
+    Qwen2.5-0.5B shape two embedding-sized temporaries, 1.0 GiB)."""
     new_params, new_opt_state = update(grads, opt_state, params)
-    return all_finite(new_params) & all_finite(new_opt_state)
+    by_shape: dict[tuple, jax.Array] = {}
+    for x in jax.tree.leaves((new_params, new_opt_state)):
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            ok = jnp.isfinite(x)
+            by_shape[x.shape] = ok if x.shape not in by_shape else by_shape[x.shape] & ok
+    return jnp.all(jnp.stack([jnp.all(ok) for ok in by_shape.values()])) if by_shape else jnp.asarray(True)
 
 
 def _pure_step(value_and_grad, update, guard: str = "state"):
