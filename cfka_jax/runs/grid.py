@@ -102,7 +102,7 @@ def _members(grid: GridSpec, bundle: DataBundle, params, p):
         models.append(model)
         masks.append(mask_of)
     penalty = args = None
-    if grid.base.resolved.penalty == "ewc":
+    if grid.base.resolved.hooks.penalty is not None:  # EWC, the one penalty component
         pt_model = bio.build_model(p, grid.base.arch, len(bundle.tokenizer), grid.base.seed, grid.base.dtype)
         nnx.update(pt_model, params)
         penalty, one = _ewc(grid.base, bundle, pt_model)

@@ -174,11 +174,14 @@ class GridSpec:
         if "freeze_layers" in names and self.base.update != "freeze":
             raise ValueError(f"--grid: axis 'freeze_layers' varies the frozen blocks of --update freeze; this grid "
                              f"trains with --update {self.base.update}")
-        if "ewc_lambda" in names and method.penalty != "ewc":
+        hooks = method.hooks
+        if "ewc_lambda" in names and hooks.penalty is None:
             raise ValueError(f"--grid: axis 'ewc_lambda': method {self.base.method!r} has no EWC penalty to scale")
-        supported = (method.replay in (None, "replay-all", "replay-half") and method.penalty in (None, "ewc")
-                     and method.token_loss == "nll" and method.optimizer == "adamw"
-                     and method.hooks.transform is None)
+        # what one program can hold, read from the hooks and capabilities: real replay of the PT data (the
+        # documents hook, a mixture per member), the EWC penalty (shared operands, λ per member), plain NLL, AdamW
+        supported = (hooks.token_objective is None and hooks.optimizer is None and hooks.transform is None
+                     and hooks.update is None
+                     and all(n.startswith("real_replay:") or n == "old_batches" for n in method.needs))
         refused = {"--mesh": self.base.mesh is not None, "--token-weights": self.base.token_weights is not None,
                    "--energy-tau": self.base.energy_tau is not None, "--dtype": self.base.dtype != "float32",
                    f"--method {self.base.method!r}": not supported}
