@@ -6,10 +6,12 @@ Thin shell: :func:`generate` splits the model once and runs prefill plus the who
 ``jax.jit`` over ``(graphdef, state)``; it compiles once per (graph, sampler config, prompt shape). The loop is a
 ``lax.fori_loop`` of ``max_new_tokens - 1`` steps when no token can stop a row (a ``lax.while_loop`` that ends once
 every row has stopped otherwise), and the KV cache is its carry, updated in place (``layers.LayerKV``). A decode step
-of the benchmark model is bound by reading the weights (one pass over every matrix per step; the cache write and
-the attention over unfilled slots are a small part of it, measured in docs/models_bench.md), so the loop does no
-work it does not need: the prefill computes the LM head at each row's last prompt position only, no model step is
-run whose logits are unused, and the prompt/generated token sets are built only for the repetition penalty.
+at the benchmark shapes is bound by memory traffic: one pass over every weight matrix and over every slot of the
+cache it is given (docs/models_bench.md, Generate). So the loop reads and computes no more than it needs: the
+cache grows by chunks of doubling length (:func:`feed_chunks`, :func:`grow_cache`; a model with another cache type,
+a hybrid one, gets every slot at once), the prefill computes the LM head at each row's last prompt position only,
+no model step is run whose logits are unused, and the prompt/generated token sets are built only for the
+repetition penalty.
 
 Batched prompts of different lengths are *right*-padded and given with their lengths: the cache keeps a write
 index per row (``KVCache.end_index``), so after the prefill each row's index is reset to its own length and every
@@ -36,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cfka_jax.models.outputs import KVCache
 from cfka_jax.shapes import Array, Bool, Float, Int, PRNGKeyArray
 
 F32 = jnp.float32
@@ -183,6 +186,41 @@ def sample_tokens(
 
 # ------------------------------------------------------------------------------------------------ decode loop
 
+FIRST_WINDOW = 32  # new-token slots of the first decode chunk; each later chunk doubles its end (see feed_chunks)
+
+
+def feed_chunks(num_feeds: int, first: int = FIRST_WINDOW) -> tuple[tuple[int, int], ...]:
+    """The decode feeds ``0 .. num_feeds - 1`` split at ``first, 2·first, 4·first, ...``: chunk ``[lo, hi)`` runs
+    with a cache of ``S + hi`` slots, the most its feeds write.
+
+    A decode step reads every slot of the cache it is given (the attention's keys and values, masked or not), and
+    at the benchmark shapes that read is a large part of a step's memory traffic: growing the cache by chunks
+    reads only the slots a chunk can have filled. Doubling keeps the number of compiled decode bodies
+    logarithmic in ``max_new_tokens`` (one chunk below ``first`` feeds: short generations compile as before).
+    """
+    bounds, hi = [], first
+    while hi < num_feeds:
+        bounds.append(hi)
+        hi *= 2
+    edges = (0, *bounds, num_feeds)
+    return tuple((lo, hi) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo)
+
+
+def grow_cache(cache: KVCache, max_len: int) -> KVCache:
+    """``cache`` with ``max_len`` slots: its keys, values and validity padded at the end (new slots invalid and
+    unwritten; the write indices unchanged)."""
+    extra = max_len - cache.valid.shape[1]
+    if extra < 0:
+        raise ValueError(f"cannot shrink a cache of {cache.valid.shape[1]} slots to {max_len}")
+
+    def pad(x):  # the slot axis is -2 of a B K T H buffer and of a stacked L B K T H one
+        return jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, extra), (0, 0)])
+
+    k = tuple(pad(x) for x in cache.k) if isinstance(cache.k, tuple) else pad(cache.k)
+    v = tuple(pad(x) for x in cache.v) if isinstance(cache.v, tuple) else pad(cache.v)
+    return cache.replace(k=k, v=v, valid=jnp.pad(cache.valid, [(0, 0), (0, extra)]))
+
+
 
 def generate_pure(
     graphdef: nnx.GraphDef,
@@ -209,7 +247,10 @@ def generate_pure(
     b, s = tokens_BS.shape
     n = cfg.max_new_tokens
     prompt_BS = jnp.arange(s, dtype=jnp.int32)[None, :] < lengths_B[:, None]
-    cache = model.init_cache(b, s + n, model.cfg.dtype)
+    # A plain KVCache grows chunk by chunk (feed_chunks); another cache (a hybrid model's) gets every slot now.
+    plain = type(jax.eval_shape(lambda: model.init_cache(b, 1, model.cfg.dtype))) is KVCache
+    chunks = feed_chunks(n - 1, FIRST_WINDOW) if plain else ((0, n - 1),)
+    cache = model.init_cache(b, s + (chunks[0][1] if chunks else 0), model.cfg.dtype)  # what chunk 0 writes
     out = model(tokens_BS, attention_mask_BT=prompt_BS.astype(jnp.int32), cache=cache)
     cache = out.cache.replace(end_index=lengths_B)  # per-row write index: generated tokens overwrite the padding
     # The head at each row's last prompt position only: the [B, S, V] prefill logits are never used, so XLA drops
@@ -244,17 +285,20 @@ def generate_pure(
         return step.logits[:, 0], seen_BV, done_B, out_BN, count_B, step.cache
 
     # n - 1 feeds, then the last token is sampled from the last feed's logits: no model step whose logits nobody
-    # reads. Without a stopping token the trip count is fixed (a fori_loop: no per-step test of every row's
-    # done flag); with one, a while_loop ends as soon as every row has stopped.
-    carry = (last_BV, seen_BV, done_B, out_BN, count_B, cache)
-    if stops:
-        def cond(tc):
-            t, c = tc
-            return (t < n - 1) & ~jnp.all(c[2])
+    # reads. Without a stopping token each chunk's trip count is fixed (a fori_loop: no per-step test of every
+    # row's done flag); with one, a while_loop ends as soon as every row has stopped.
+    carry, t = (last_BV, seen_BV, done_B, out_BN, count_B, cache), jnp.int32(0)
+    for lo, hi in chunks:
+        if carry[-1].valid.shape[1] < s + hi:  # feed t writes slot <= s + t
+            carry = (*carry[:-1], grow_cache(carry[-1], s + hi))
+        if stops:
+            def cond(tc, hi=hi):
+                return (tc[0] < hi) & ~jnp.all(tc[1][2])
 
-        t_last, carry = jax.lax.while_loop(cond, lambda tc: (tc[0] + 1, body(*tc)), (jnp.int32(0), carry))
-    else:
-        t_last, carry = jnp.int32(n - 1), jax.lax.fori_loop(0, n - 1, body, carry)
+            t, carry = jax.lax.while_loop(cond, lambda tc: (tc[0] + 1, body(*tc)), (t, carry))
+        else:
+            carry = jax.lax.fori_loop(lo, hi, body, carry)
+    t_last = t if stops else n - 1  # a stop leaves t at the first step after every row stopped
     logits_BV, seen_BV, done_B, out_BN, count_B, _ = carry
     # An early stop leaves every row done: the last emit then only rewrites padding.
     _, _, _, out_BN, count_B = emit(t_last, logits_BV, seen_BV, done_B, out_BN, count_B)

@@ -178,6 +178,76 @@ def test_eos_stops_each_row_and_ignore_eos_continues(model, key):
     np.testing.assert_array_equal(count, [GREEDY.max_new_tokens] * len(PROMPTS))
 
 
+def test_one_new_token_is_the_prefill_argmax(model, key):
+    """``max_new_tokens=1`` runs no decode step (the token comes from the prefill's last-position head), with and
+    without a stopping token (the fixed-count and the early-exit loop)."""
+    free, _ = _run(model, PROMPTS, key, GREEDY)
+    one = dataclasses.replace(GREEDY, max_new_tokens=1)
+    for cfg in (one, dataclasses.replace(one, eos_token_id=int(free[0, 0]), pad_token_id=40)):
+        tokens, count = _run(model, PROMPTS, key, cfg)
+        np.testing.assert_array_equal(tokens, free[:, :1])
+        np.testing.assert_array_equal(count, [1] * len(PROMPTS))
+
+
+def test_feed_chunks_cover_every_feed_once():
+    assert gen.feed_chunks(0) == ()
+    assert gen.feed_chunks(11, 32) == ((0, 11),)
+    assert gen.feed_chunks(11, 2) == ((0, 2), (2, 4), (4, 8), (8, 11))
+    assert gen.feed_chunks(127) == ((0, 32), (32, 64), (64, 127))
+
+
+def _grown_vs_whole(models, cfgs, keys, monkeypatch):
+    whole = [_run(models[0], PROMPTS, keys, cfg) for cfg in cfgs]
+    monkeypatch.setattr(gen, "FIRST_WINDOW", 2)  # chunks of 2, 2, 4 and 3 feeds: the cache grown three times
+    gen._compiled.cache_clear()
+    try:
+        for m in models:
+            for cfg, (tokens, count) in zip(cfgs, whole):
+                grown, grown_count = _run(m, PROMPTS, keys, cfg)
+                np.testing.assert_array_equal(grown, tokens, err_msg=str(cfg))
+                np.testing.assert_array_equal(grown_count, count, err_msg=str(cfg))
+    finally:
+        gen._compiled.cache_clear()  # no program compiled with the patched window outlives the test
+
+
+def _stopping(model, keys):
+    free, _ = _run(model, PROMPTS, keys, GREEDY)
+    return dataclasses.replace(GREEDY, eos_token_id=int(free[0, 5]), pad_token_id=40)
+
+
+def test_growing_cache_generates_what_the_full_cache_does(model, key, monkeypatch):
+    """A cache grown by chunks gives the tokens and counts of one chunk over every slot: sampled (fixed-count
+    loops), and with rows stopping at an EOS (early-exit loops)."""
+    keys = jax.random.split(key, len(PROMPTS))
+    _grown_vs_whole((model,), (SAMPLE, _stopping(model, keys)), keys, monkeypatch)
+
+
+@pytest.mark.slow
+def test_growing_cache_of_a_scanned_model(model, key, monkeypatch):
+    """The same for a stacked ``L B K T H`` cache (a scanned model), greedy and stopping (~15 s on two loaded cores)."""
+    from cfka_jax.models import family
+
+    fam = family.of(model)
+    scanned = fam.load(dataclasses.replace(model.cfg, scan_layers=True), fam.export(model))
+    keys = jax.random.split(key, len(PROMPTS))
+    _grown_vs_whole((model, scanned), (GREEDY, _stopping(model, keys)), keys, monkeypatch)
+
+
+def test_grow_cache_pads_slots_invalid_and_keeps_the_write_index():
+    from cfka_jax.models.outputs import KVCache
+
+    for stacked in (True, False):
+        cache = KVCache.zeros(2, 3, 4, 2, 5, stacked=stacked)
+        cache = cache.replace(valid=cache.valid.at[:, :2].set(True), end_index=jnp.asarray([2, 1, 2], jnp.int32))
+        grown = gen.grow_cache(cache, 7)
+        assert grown.valid.shape == (3, 7) and not bool(grown.valid[:, 4:].any())
+        np.testing.assert_array_equal(grown.valid[:, :4], cache.valid)
+        np.testing.assert_array_equal(grown.end_index, cache.end_index)
+        assert grown.k[1].shape == grown.v[0].shape == (3, 2, 7, 5)
+    with pytest.raises(ValueError, match="shrink"):
+        gen.grow_cache(cache, 3)
+
+
 def test_generate_rejects_bad_lengths(model, key):
     tokens, _ = gen.pad_prompts(PROMPTS)
     with pytest.raises(ValueError, match="lengths"):
