@@ -37,7 +37,6 @@ from cfka_jax.runs.biography import continual, pretrain
 from cfka_jax.parallel.mesh import mesh_of
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY
-from cfka_jax.runs.replay import GENERATIVE
 from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec
 from cfka_jax.experiments.stoc_table import KIND_NAMES, corpus_coverage
 
@@ -154,9 +153,10 @@ def collect(cfg: ScaleConfig) -> dict:
                 if final is None:
                     continue
                 finals.append(final)
-                if method in GENERATIVE:
+                spec = _spec(cfg, size, seed, method)
+                if any(n.startswith("generative_replay:") for n in spec.resolved.needs):  # a corpus to cover
                     world = world or build_data(_pt_spec(cfg, size).scale.data_config(), cfg.cache_dir).world
-                    cov = corpus_coverage(_spec(cfg, size, seed, method).replay_folder, world)
+                    cov = corpus_coverage(spec.replay_folder, world)
                     if cov is not None:  # people named as a fraction of the PT people, like the facts voiced
                         cover.append({**cov, "pt_people_named": cov["pt_people_named"] / pt_people(size)})
             if finals:
