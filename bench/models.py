@@ -21,7 +21,7 @@ The JAX weights are converted from the torch model, so both compute the same fun
   params/optimizer state vs torch ``loss.backward(); opt.step()``. ``--loss-chunk ROWS``: the JAX side computes
   the same mean NLL with the library's chunked, vocabulary-tiled head loss (``train/losses.head_nll_sum``: one
   ``custom_vjp``, no ``B x S x V`` log-softmax in memory) instead of a log-softmax of the full logits.
-* generate: greedy KV-cached decoding of ``--new`` tokens for ``B`` prompts; ours (one jitted while-loop) vs HF
+* generate: greedy KV-cached decoding of ``--new`` tokens for ``B`` prompts; ours (one jitted decode loop) vs HF
   ``generate(do_sample=False)`` (min_new_tokens = max_new_tokens, no EOS); ``--sample``: the replay builders'
   sampler (T = 1, repetition penalty 1.05) on both sides.
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from collections.abc import Sequence
 
 import flax.nnx as nnx
@@ -203,7 +204,7 @@ def feed_chunks(num_feeds: int, first: int = FIRST_WINDOW) -> tuple[tuple[int, i
         bounds.append(hi)
         hi *= 2
     edges = (0, *bounds, num_feeds)
-    return tuple((lo, hi) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo)
+    return tuple((lo, hi) for lo, hi in itertools.pairwise(edges) if hi > lo)
 
 
 def grow_cache(cache: KVCache, max_len: int) -> KVCache:

@@ -132,8 +132,9 @@ def test_batched_prompts_of_different_lengths_sample_as_each_alone(model, key):
 
 
 def test_scanned_model_generates_what_the_looped_one_does(model, key):
-    """The decode loop calls a stacked (``nnx.scan``) model inside ``lax.while_loop`` (the replay builders of a
-    ``--scan-layers`` run): the same tokens as the looped model with the same weights, sampled and greedy."""
+    """The decode loop calls a stacked (``nnx.scan``) model inside its ``lax.fori_loop`` / ``lax.while_loop`` (the
+    replay builders of a ``--scan-layers`` run): the same tokens as the looped model with the same weights, sampled
+    and greedy."""
     from cfka_jax.models import family
 
     fam = family.of(model)
