@@ -65,7 +65,6 @@ def test_measures_refuse_layers_with_different_head_counts(model):
         head_masses(maps, TOKENS, ex, jnp.ones(2, bool), num_tokens=41)
 
 
-@pytest.mark.slow
 def test_attention_mass_of_a_qwen3_5_port_matches_brute_force(bundle):
     model = build_model(BIOGRAPHY["smoke"], "qwen3_5", len(bundle.tokenizer), seed=2)
     assert layer_kinds(model) == ("linear_attention", "full_attention")
