@@ -223,7 +223,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
     _claim("di-law-gated-deltanet", "§2.6 DI, §2.8 figure (the law on a hybrid linear-attention LM)", "DI "
            "correlates strongly with measured attention in multi-layer LMs (Pearson < −0.8), judged apart on the "
            "Gated DeltaNet (linear-attention) layers and the full-attention layers of a Qwen3.5-style port",
-           "linear −0.8277 / Spearman −0.8776; softmax −0.7842 / −0.8467", DI_GDN, (di.DI_QWEN35,),
+           "linear −0.8277 / Spearman −0.8776; softmax −0.7842 / −0.8467", DI_GDN, (di.DI_QWEN35, di.DI_QWEN_SAME_DOSE),
            di.di_law_gated_deltanet,
            "docs/results/di_gated_deltanet.md: the linear layers' attention is the row-normalised |token-mixing "
            "matrix| (lm_theory/attention.py); the theory is linear attention without softmax, but without the gate, "

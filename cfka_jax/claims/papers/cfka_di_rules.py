@@ -60,6 +60,7 @@ def di_law(records) -> Judgement:
 
 
 DI_QWEN35 = "cfka/di_attention_qwen3_5"
+DI_QWEN_SAME_DOSE = "cfka/di_attention_qwen"  # the Qwen2 port at the same preset, seeds and dose: the comparison
 """``cfka di-attention --arch qwen3_5 --record results``: rows per (seed, layer kind, layer) (experiments/di_kinds.py)."""
 KINDS = {"linear_attention": "Gated DeltaNet layers", "full_attention": "full-attention layers"}
 MIN_SEEDS = 3
