@@ -133,7 +133,7 @@ def test_unknown_options_are_refused(tmp_path):
     with pytest.raises(ValueError, match="--final-checkpoint"):
         _train(tmp_path / "a", final_checkpoint="some")
     with pytest.raises(ValueError, match="--loss-chunk"):
-        _train(tmp_path / "b", loss_chunk=0)
+        _train(tmp_path / "b", loss_chunk=-1)  # 0 is the full logits
     with pytest.raises(ValueError, match="--loss-chunk"):
         train_lm(tiny_model(), batch, opt=OPT, loop=LOOP, folder=RunFolder(tmp_path / "c"),
                  loss_fn=lambda logits, b: 0.0, loss_chunk=4)
