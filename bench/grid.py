@@ -30,7 +30,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from cfka_jax.continual.ewc import EWCAnchor
 from cfka_jax.data.batching import EpochBatcher
@@ -111,13 +110,6 @@ def _setup(grid: GridSpec, cache_dir: str):
     return grid, graphdef, rest, params_E, mask, member_masks, batchers, penalty, args, specs
 
 
-def _rel_err(a, b) -> float:
-    out = 0.0
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        x, y = np.asarray(x), np.asarray(y)
-        size = max(np.max(np.abs(x)), np.max(np.abs(y)))
-        out = max(out, float(np.max(np.abs(x - y)) / size) if size > 0 else 0.0)
-    return out
 
 
 def main() -> None:
@@ -140,7 +132,7 @@ def main() -> None:
     print(f"sequential: {s_wall:.1f} s wall, {s_cpu:.1f} s CPU (first steps incl. compile: {sum(s_first):.1f} s)")
     params_E, g_wall, g_cpu, g_first, g_rest = _grid(setup, a.steps, mode)
     print(f"grid      : {g_wall:.1f} s wall, {g_cpu:.1f} s CPU (build + compile + first step: {g_first:.1f} s)")
-    err = max(_rel_err(ens.member(params_E, e), lone[e]) for e in range(num))
+    err = max(ens.max_rel_diff(ens.member(params_E, e), lone[e]) for e in range(num))
     steady_lone = sum(s_rest) / (num * max(a.steps - 1, 1))
     steady_grid = g_rest / (num * max(a.steps - 1, 1))
     ratio, cpu_ratio = s_wall / g_wall, s_cpu / g_cpu

@@ -55,6 +55,17 @@ def stack_members(trees: Sequence[Any]) -> Any:
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
+def max_rel_diff(a: Any, b: Any) -> float:
+    """``max`` over the leaves of two pytrees of ``max |a − b| / max(|a|, |b|)`` (0 for two all-zero leaves): how far
+    a member is from its lone run, relative to each leaf's largest entry."""
+    out = 0.0
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        x, y = np.asarray(x), np.asarray(y)
+        size = max(np.max(np.abs(x)), np.max(np.abs(y)))
+        out = max(out, float(np.max(np.abs(x - y)) / size) if size > 0 else 0.0)
+    return out
+
+
 def member(tree_E: Any, e: int) -> Any:
     """Member ``e`` of a stacked pytree (the leading axis removed)."""
     return jax.tree.map(lambda x: x[e], tree_E)

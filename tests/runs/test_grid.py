@@ -20,6 +20,7 @@ import pytest
 
 from cfka_jax.runs.grid_spec import GridSpec, grid_axes, parse_grid, read_grid_file
 from cfka_jax.runs.specs import CPTSpec
+from cfka_jax.train.ensemble import max_rel_diff
 from tests.tolerances import F32
 
 
@@ -81,13 +82,6 @@ def test_grid_files(tmp_path):
         grid_axes(str(tmp_path / "absent.toml"))
 
 
-def _rel_err(a, b) -> float:
-    out = 0.0
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        x, y = np.asarray(x), np.asarray(y)
-        size = max(np.max(np.abs(x)), np.max(np.abs(y)))
-        out = max(out, float(np.max(np.abs(x - y)) / size) if size > 0 else 0.0)
-    return out
 
 
 def _losses(folder) -> np.ndarray:
@@ -116,11 +110,11 @@ def test_members_equal_lone_runs(tmp_path):
     for i in (0, 3, 6):  # lr × λ × seed corners; each lone run compiles its own step
         spec = grid.member_spec(i)
         lone = continual(dataclasses.replace(spec, out=str(tmp_path / "lone" / grid.names[i])), pt, data)
-        assert _rel_err(results[i].params, lone.params) <= F32.adam_batched_rtol, grid.names[i]
+        assert max_rel_diff(results[i].params, lone.params) <= F32.adam_batched_rtol, grid.names[i]
         np.testing.assert_allclose(_losses(tmp_path / "grid" / grid.names[i]),
                                    _losses(tmp_path / "lone" / grid.names[i]), rtol=F32.adam_batched_rtol)
         assert set(results[i].final) == set(lone.final)
-    assert _rel_err(results[0].params, results[1].params) > 1e3 * F32.adam_batched_rtol  # distinct runs
+    assert max_rel_diff(results[0].params, results[1].params) > 1e3 * F32.adam_batched_rtol  # distinct runs
 
 
 @pytest.mark.slow
@@ -140,7 +134,7 @@ def test_freeze_k_members_equal_lone_freeze_runs(tmp_path):
     for i in (0, 3):
         spec = grid.member_spec(i)
         lone = continual(dataclasses.replace(spec, out=str(tmp_path / "lone" / grid.names[i])), pt, data)
-        assert _rel_err(results[i].params, lone.params) <= F32.adam_batched_rtol, grid.names[i]
+        assert max_rel_diff(results[i].params, lone.params) <= F32.adam_batched_rtol, grid.names[i]
         np.testing.assert_allclose(_losses(tmp_path / "grid" / grid.names[i]),
                                    _losses(tmp_path / "lone" / grid.names[i]), rtol=F32.adam_batched_rtol)
     blocks0 = [np.asarray(x) for x in jax.tree.leaves(results[2].params["layers"][0])]  # freeze 1: block 0 fixed

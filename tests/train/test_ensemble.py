@@ -67,14 +67,6 @@ def _train(graphdef, rest, params_E, batches, steps, tx=None, **kw):
     return state, metrics
 
 
-def _rel_err(a, b) -> float:
-    """max over leaves of max |a − b| / max(|a|, |b|) (0 for two all-zero leaves)."""
-    out = 0.0
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        x, y = np.asarray(x), np.asarray(y)
-        size = max(np.max(np.abs(x)), np.max(np.abs(y)))
-        out = max(out, float(np.max(np.abs(x - y)) / size) if size > 0 else 0.0)
-    return out
 
 
 SLOW = pytest.mark.slow  # ~10 s each when the 2-core machine is idle: a loop-body or 2-device compile
@@ -88,8 +80,8 @@ def test_member_equals_lone_run(mode, opt):
     assert metrics["loss"].shape == (len(SEEDS),) and bool(jnp.all(metrics["finite"]))
     np.testing.assert_array_equal(state.step, 3)
     for e in range(len(SEEDS)):
-        assert _rel_err(ens.member(state.params, e), lone[e]) <= TOL[opt]
-    assert _rel_err(ens.member(state.params, 0), lone[1]) > 1e3 * TOL[opt]  # members are distinct runs
+        assert ens.max_rel_diff(ens.member(state.params, e), lone[e]) <= TOL[opt]
+    assert ens.max_rel_diff(ens.member(state.params, 0), lone[1]) > 1e3 * TOL[opt]  # members are distinct runs
 
 
 @pytest.mark.parametrize("mode", [pytest.param("map", marks=SLOW), pytest.param("vmap", marks=SLOW)])
@@ -99,8 +91,8 @@ def test_shared_batch_stream(mode, key):
     shared, _ = _train(graphdef, rest, params_E, [batch], 1, shared_batch=True, mode=mode)
     copied, _ = _train(graphdef, rest, params_E, [jax.tree.map(lambda x: jnp.stack([x] * len(SEEDS)), batch)], 1,
                        mode=mode)
-    assert _rel_err(shared.params, copied.params) <= F32.exact_rtol
-    assert _rel_err(ens.member(shared.params, 0), ens.member(shared.params, 1)) > F32.exact_rtol  # seeds differ
+    assert ens.max_rel_diff(shared.params, copied.params) <= F32.exact_rtol
+    assert ens.max_rel_diff(ens.member(shared.params, 0), ens.member(shared.params, 1)) > F32.exact_rtol  # seeds differ
 
 
 @SLOW
@@ -113,7 +105,7 @@ def test_sharded_over_two_devices_equals_one_device(key):
     plain, _ = _train(graphdef, rest, params_E, batches, 2)
     sharded, _ = _train(graphdef, rest, ens.shard_members(params_E, sharding), batches, 2)
     assert len(sharded.params["embed_tokens"]["embedding"].sharding.device_set) == 2
-    assert _rel_err(sharded.params, plain.params) <= F32.exact_rtol
+    assert ens.max_rel_diff(sharded.params, plain.params) <= F32.exact_rtol
 
 
 @pytest.mark.parametrize("mode", [pytest.param("map", marks=SLOW), "vmap"])
@@ -124,7 +116,7 @@ def test_finite_guard_is_per_member(mode, key):
     state, metrics = _train(graphdef, rest, params_E, [_batch(key, (len(SEEDS),))], 1, mode=mode)
     np.testing.assert_array_equal(metrics["finite"], [True, False, True, True])
     jax.tree.map(np.testing.assert_array_equal, ens.member(state.params, 1), ens.member(params_E, 1))
-    assert _rel_err(ens.member(state.params, 0), ens.member(params_E, 0)) > F32.exact_rtol
+    assert ens.max_rel_diff(ens.member(state.params, 0), ens.member(params_E, 0)) > F32.exact_rtol
 
 
 def test_members_must_share_architecture_and_rest():

@@ -55,13 +55,6 @@ def _batches(key, steps: int, members: int):
     return [{"tokens": tokens[t], "target_mask": jnp.ones(tokens.shape[1:], jnp.float32)} for t in range(steps)]
 
 
-def _rel_err(a, b) -> float:
-    out = 0.0
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        x, y = np.asarray(x), np.asarray(y)
-        size = max(np.max(np.abs(x)), np.max(np.abs(y)))
-        out = max(out, float(np.max(np.abs(x - y)) / size) if size > 0 else 0.0)
-    return out
 
 
 def _ewc(params):
@@ -97,8 +90,8 @@ def test_grid_members_equal_their_lone_runs(mode, key):
     assert metrics["loss"].shape == (len(OPTS),) and bool(jnp.all(metrics["finite"]))
     assert float(metrics["penalty"][0]) == 0.0 and float(metrics["penalty"][2]) > float(metrics["penalty"][1]) > 0
     for e in range(len(OPTS)):
-        assert _rel_err(ens.member(state.params, e), lone[e]) <= F32.adam_batched_rtol
-    assert _rel_err(ens.member(state.params, 1), lone[2]) > 1e3 * F32.adam_batched_rtol
+        assert ens.max_rel_diff(ens.member(state.params, e), lone[e]) <= F32.adam_batched_rtol
+    assert ens.max_rel_diff(ens.member(state.params, 1), lone[2]) > 1e3 * F32.adam_batched_rtol
 
 
 def test_over_members_refuses_other_axes():
@@ -136,7 +129,7 @@ def test_member_masks_equal_lone_masked_runs(key):
         state, _ = step(state, batches[t], masks_E)
     for e in range(2):
         got = ens.member(state.params, e)
-        assert _rel_err(got, lone[e]) <= F32.adam_batched_rtol
+        assert ens.max_rel_diff(got, lone[e]) <= F32.adam_batched_rtol
         frozen = [(g, p) for g, p, m in zip(jax.tree.leaves(got), jax.tree.leaves(ens.member(params_E, e)),
                                             jax.tree.leaves(masks[e])) if not m]
         assert frozen and all(np.array_equal(g, p) for g, p in frozen)  # frozen leaves bit-identical
