@@ -16,13 +16,7 @@ CC = ["--data", "corpus", "--model", "model", "--out", "run"]
 KE = ["--data", "test.json", "--model", "model", "--out", "run"]
 
 
-@pytest.fixture(autouse=True)
-def _inputs(tmp_path, monkeypatch):
-    """The input options name files and folders that exist (``cli_gen.Flags.inputs`` checks them as it parses)."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("corpus", "model"):
-        (tmp_path / name).mkdir()
-    (tmp_path / "test.json").write_text("[]")
+pytestmark = pytest.mark.usefixtures("cli_inputs")  # tests/experiments/conftest.py
 
 
 def test_corpus_cpt_flags_parse_and_default_to_auto():

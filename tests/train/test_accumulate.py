@@ -38,14 +38,6 @@ def _penalty(params, anchor):
     return 0.3 * sum(jnp.sum(jnp.square(p - a)) for p, a in zip(jax.tree.leaves(params), jax.tree.leaves(anchor)))
 
 
-def _rel_err(a, b) -> float:
-    out = 0.0
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        x, y = np.asarray(x), np.asarray(y)
-        size = max(np.max(np.abs(x)), np.max(np.abs(y)))
-        out = max(out, float(np.max(np.abs(x - y)) / size) if size > 0 else 0.0)
-    return out
-
 
 def _one_step(accumulate, batch, *, guard="state", loss=None, penalty=False):
     graphdef, params, rest = split(tiny_model())
@@ -62,7 +54,7 @@ def _one_step(accumulate, batch, *, guard="state", loss=None, penalty=False):
 def _assert_same(a, b):
     (sa, ma, p0), (sb, mb, _) = a, b
     assert bool(ma["finite"]) and bool(mb["finite"])
-    assert _rel_err(jax.tree.map(jnp.subtract, sa.params, p0), jax.tree.map(jnp.subtract, sb.params, p0)) \
+    assert ens.max_rel_diff(jax.tree.map(jnp.subtract, sa.params, p0), jax.tree.map(jnp.subtract, sb.params, p0)) \
         <= F32.exact_rtol  # the update itself, not just the parameters (which hide it under their size)
     for key in ("loss", "penalty", "grad_norm", "targets"):
         np.testing.assert_allclose(ma[key], mb[key], rtol=F32.exact_rtol)
@@ -121,7 +113,7 @@ def test_seed_ensemble_members_accumulate():
         assert bool(jnp.all(metrics["finite"]))
         out.append(jax.tree.map(jnp.subtract, state.params, params_E))
     for e in range(2):
-        assert _rel_err(ens.member(out[0], e), ens.member(out[1], e)) <= F32.exact_rtol
+        assert ens.max_rel_diff(ens.member(out[0], e), ens.member(out[1], e)) <= F32.exact_rtol
 
 
 def test_bad_accumulate_refused():
