@@ -135,7 +135,7 @@ def trains(m) -> bool:
 def row_mask(m, x):
     """``x`` (a stacked leaf or its gradient / update, leading axis L) with the frozen rows of the row mask ``m``
     set to exact zeros; ``x`` itself for a plain bool mask."""
-    if isinstance(m, (bool, np.bool_)) or np.ndim(m) == 0:
+    if not is_row_mask(m):
         return x
     keep = jnp.asarray(m).reshape((-1,) + (1,) * (x.ndim - 1))
     return jnp.where(keep, x, jnp.zeros((), x.dtype))

@@ -49,7 +49,7 @@ from flax import nnx
 
 from cfka_jax.train.accumulate import accumulated, check_accumulate
 from cfka_jax.train.losses import chunked_masked_mean_nll, masked_mean_nll, tiled_masked_mean_nll
-from cfka_jax.train.optim import is_row_mask, masked_tx, row_mask, trains
+from cfka_jax.train.optim import masked_tx, row_mask, trains
 
 Penalty = Callable[[Any, Any], jax.Array]
 """``penalty(params, penalty_args) -> scalar`` added to the loss (float32)."""
