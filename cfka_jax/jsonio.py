@@ -2,8 +2,10 @@
 file and the line (or key), never a bare ``UnicodeDecodeError``, ``JSONDecodeError``, ``csv.Error``,
 ``TOMLDecodeError``, ``RecursionError`` or ``zipfile.BadZipFile`` (:func:`read_npz` for ``.npz`` arrays,
 :func:`require_keys` for the keys a record must hold); and atomic writing of result files
-(:func:`write_text_atomic`, :func:`write_json_atomic`: a temporary file in the same folder, flushed and renamed
-over the target, so a kill leaves the old file or the new one, never a torn one).
+(:func:`write_text_atomic`, :func:`write_json_atomic`, :func:`write_jsonl_atomic`, :func:`write_npz_atomic`: a
+temporary file in the same folder, flushed and renamed over the target, so a kill leaves the old file or the new
+one, never a torn one; :func:`append_jsonl` adds one line to a log in one write). The one module that writes the
+study outputs: every result, table, log and array file of the package and the experiments goes through it.
 
 Checks beyond ``json.loads``: the bytes must be UTF-8 (the first bad byte is reported with its line and column),
 strings must not hold lone UTF-16 surrogates (``"\\ud800"`` decodes in Python but cannot be encoded, tokenised
@@ -23,7 +25,7 @@ import re
 import tempfile
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 _ESCAPED_SURROGATE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
@@ -229,9 +231,11 @@ def read_toml(path: str | os.PathLike) -> dict:
                          ) from None
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically: a temporary file in the same folder, flushed to disk, then
-    renamed over ``path``. A kill at any point leaves the previous file (or none) or the whole new one."""
+def _write_atomic(path: str | os.PathLike, write: Callable[[typing.BinaryIO], None]) -> None:
+    """Call ``write`` on a temporary file in ``path``'s folder (created when absent), flush it to disk and rename
+    it over ``path``: readers and a kill at any point see the previous file (or none) or the whole new one, never
+    a torn one; an exception in ``write`` removes the temporary file and leaves ``path`` as it was. The file gets
+    the mode ``open()`` would give it."""
     name = os.fspath(path)
     folder = os.path.dirname(name) or "."
     os.makedirs(folder, exist_ok=True)
@@ -240,8 +244,8 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # the mode open() would give (mkstemp makes 0600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, name)
@@ -251,17 +255,88 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         raise
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any, *, allow_nan: bool = True, **dump_kwargs) -> None:
-    """``json.dumps(obj, **dump_kwargs)`` written with :func:`write_text_atomic` (a trailing newline added).
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8, exactly as given: no newline added) to ``path`` atomically: a temporary file in the
+    same folder, flushed to disk, then renamed over ``path``. A kill at any point leaves the previous file (or
+    none) or the whole new one."""
+    data = text.encode("utf-8")
+    _write_atomic(path, lambda f: f.write(data))
+
+
+def portable(obj: Any) -> Any:
+    """``obj`` as strict JSON holds it: numpy scalars as Python numbers, tuples as lists, keys as strings, NaN as
+    ``null`` and ±inf as the strings ``"inf"`` / ``"-inf"`` (the result files of the geometry studies)."""
+    if isinstance(obj, dict):
+        return {str(k): portable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [portable(v) for v in obj]
+    if hasattr(obj, "item") and type(obj).__module__ == "numpy" and getattr(obj, "ndim", None) == 0:
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def json_text(obj: Any, where: str, *, allow_nan: bool = True, **dump_kwargs) -> str:
+    """``json.dumps(obj, allow_nan=allow_nan, **dump_kwargs)``; a non-finite number refused (``allow_nan=False``)
+    is a ``ValueError`` naming ``where`` (the file it was for)."""
+    try:
+        return json.dumps(obj, allow_nan=allow_nan, **dump_kwargs)
+    except ValueError as err:
+        raise ValueError(f"{where}: refusing to write a non-finite number ({err})") from None
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any, *, allow_nan: bool = True, newline: bool = True,
+                      **dump_kwargs) -> None:
+    """``json.dumps(obj, **dump_kwargs)`` (a trailing newline added unless ``newline=False``) written with
+    :func:`write_text_atomic`: a kill leaves the previous file or the whole new one. The text is made before the
+    file is touched, so an object that cannot be written changes nothing.
 
     Raises:
       ValueError: ``allow_nan=False`` and ``obj`` holds NaN or an infinity (named with the file).
     """
+    text = json_text(obj, os.fspath(path), allow_nan=allow_nan, **dump_kwargs)
+    write_text_atomic(path, text + "\n" if newline else text)
+
+
+def jsonl_text(records, where: str, **dump_kwargs) -> str:
+    """One ``json.dumps(record, **dump_kwargs)`` line per record, each ending in a newline (see :func:`json_text`)."""
+    return "".join(json_text(r, where, **dump_kwargs) + "\n" for r in records)
+
+
+def write_jsonl_atomic(path: str | os.PathLike, records, **dump_kwargs) -> None:
+    """Rewrite the JSON-lines file ``path`` with ``records`` (one ``json.dumps(record, **dump_kwargs)`` per line)
+    atomically (:func:`write_text_atomic`): a kill leaves the previous file or the whole new one."""
+    write_text_atomic(path, jsonl_text(records, os.fspath(path), **dump_kwargs))
+
+
+def append_jsonl(path: str | os.PathLike, record: Any, **dump_kwargs) -> None:
+    """Append ``json.dumps(record, **dump_kwargs)`` and a newline to ``path`` (created, with its folder, when
+    absent) in ONE ``write`` on a file opened for appending, then flush it (no fsync: a log line per step).
+
+    The lines already there are never touched; a kill mid-write leaves at most a torn LAST line (no newline),
+    which readers of these logs ignore and :func:`write_jsonl_atomic` removes on resume. The line is made before
+    the file is opened, so a record that cannot be written changes nothing."""
+    data = (json_text(record, os.fspath(path), **dump_kwargs) + "\n").encode("utf-8")
+    name = os.fspath(path)
+    os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
+    fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
-        text = json.dumps(obj, allow_nan=allow_nan, **dump_kwargs)
-    except ValueError as err:
-        raise ValueError(f"{os.fspath(path)}: refusing to write a non-finite number ({err})") from None
-    write_text_atomic(path, text + "\n")
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (a signal, a full pipe): finish the line
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def write_npz_atomic(path: str | os.PathLike, arrays: Mapping[str, Any], *, compressed: bool = False) -> None:
+    """``np.savez`` (``np.savez_compressed`` with ``compressed=True``) of ``arrays`` to exactly ``path`` (no
+    ``.npz`` appended), atomically (a temporary file in the same folder, flushed, renamed over ``path``): a kill
+    leaves the previous file or the whole new one, never a truncated zip."""
+    import numpy as np
+
+    save = np.savez_compressed if compressed else np.savez
+    _write_atomic(path, lambda f: save(f, **arrays))
 
 
 def _json_type(value) -> str:

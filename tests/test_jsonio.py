@@ -80,3 +80,76 @@ def test_csv_and_toml_errors_name_file_and_line(tmp_path):
     (tmp_path / "c.csv").write_bytes(b"h,i\nok,\xff\n")
     with pytest.raises(ValueError, match=r"c\.csv, line 2: invalid UTF-8"):
         list(jsonio.read_csv_rows(tmp_path / "c.csv"))
+
+
+class _Crash(RuntimeError):
+    pass
+
+
+def test_a_crash_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    import json as json_module
+
+    import numpy as np
+
+    path = tmp_path / "r.json"
+    jsonio.write_json_atomic(path, {"old": 1}, indent=1)
+    before = path.read_bytes()
+    real_fsync = jsonio.os.fsync
+
+    def crash(fd):  # the data is in the temporary file, the rename has not happened
+        raise _Crash("killed")
+
+    monkeypatch.setattr(jsonio.os, "fsync", crash)
+    with pytest.raises(_Crash):
+        jsonio.write_json_atomic(path, {"new": 2}, indent=1)
+    with pytest.raises(_Crash):
+        jsonio.write_jsonl_atomic(path, [{"new": 2}])
+    with pytest.raises(_Crash):
+        jsonio.write_npz_atomic(path, {"a": np.zeros(3)})
+    monkeypatch.setattr(jsonio.os, "fsync", real_fsync)
+    assert path.read_bytes() == before and json_module.loads(before) == {"old": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_written_files_read_back_byte_for_byte(tmp_path):
+    import json as json_module
+
+    import numpy as np
+
+    obj = {"b": [1.5, float("nan")], "a": "é"}
+    jsonio.write_json_atomic(tmp_path / "s.json", obj, indent=1, sort_keys=True)
+    assert (tmp_path / "s.json").read_text(encoding="utf-8") == json_module.dumps(obj, indent=1, sort_keys=True) + "\n"
+    jsonio.write_json_atomic(tmp_path / "n.json", [1], newline=False)
+    assert (tmp_path / "n.json").read_bytes() == b"[1]"
+    rows = [{"step": 1, "loss": 0.5}, {"step": 2, "text": "ü"}]
+    jsonio.write_jsonl_atomic(tmp_path / "a.jsonl", rows, ensure_ascii=False)
+    assert [r for _, r in jsonio.iter_jsonl(tmp_path / "a.jsonl")] == rows
+    assert (tmp_path / "a.jsonl").read_text(encoding="utf-8") == '{"step": 1, "loss": 0.5}\n{"step": 2, "text": "ü"}\n'
+    jsonio.append_jsonl(tmp_path / "a.jsonl", {"step": 3})
+    jsonio.append_jsonl(tmp_path / "new" / "b.jsonl", {"step": 0})
+    assert [r["step"] for _, r in jsonio.iter_jsonl(tmp_path / "a.jsonl")] == [1, 2, 3]
+    assert (tmp_path / "new" / "b.jsonl").read_text() == '{"step": 0}\n'
+    arrays = {"x_N": np.arange(4, dtype=np.int32), "y_NM": np.ones((2, 3), np.float32)}
+    for compressed in (False, True):
+        jsonio.write_npz_atomic(tmp_path / "z.npz", arrays, compressed=compressed)
+        back = jsonio.read_npz(tmp_path / "z.npz", keys=arrays)
+        assert all(np.array_equal(back[k], v) and back[k].dtype == v.dtype for k, v in arrays.items())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "n.json", "new", "s.json", "z.npz"]
+
+
+def test_a_record_that_cannot_be_written_changes_nothing(tmp_path):
+    path = tmp_path / "log.jsonl"
+    jsonio.append_jsonl(path, {"step": 1})
+    with pytest.raises(TypeError):
+        jsonio.append_jsonl(path, {"step": object()})
+    with pytest.raises(ValueError, match=r"log\.jsonl: refusing to write a non-finite number"):
+        jsonio.append_jsonl(path, {"step": float("inf")}, allow_nan=False)
+    assert path.read_text() == '{"step": 1}\n'
+
+
+def test_portable_json_nulls_nan_and_names_infinities():
+    import numpy as np
+
+    obj = {1: (np.float32(0.5), np.int64(3), float("nan"), float("inf"), -np.inf), "s": [np.float64("nan")]}
+    assert jsonio.portable(obj) == {"1": [0.5, 3, None, "inf", "-inf"], "s": [None]}
+    assert type(jsonio.portable(np.int64(3))) is int

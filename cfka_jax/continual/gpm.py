@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pathlib
 from typing import Iterable
 
 import jax
@@ -191,12 +190,8 @@ def gpm_projection(bases: Bases) -> optax.GradientTransformation:
 
 
 def save_bases(path: str | os.PathLike, bases: Bases) -> None:
-    """``bases`` to an ``.npz`` (written to a temporary file, then renamed)."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **{"/".join(map(str, p)): m for p, m in bases.items()})
-    tmp.replace(path)
+    """``bases`` to an ``.npz``, atomically (``jsonio.write_npz_atomic``)."""
+    jsonio.write_npz_atomic(path, {"/".join(map(str, p)): m for p, m in bases.items()})
 
 
 def load_bases(path: str | os.PathLike) -> Bases:

@@ -33,7 +33,6 @@ one made from the same things (else one line naming ``flag`` and the folder, bef
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
 import time
@@ -305,10 +304,9 @@ def save_replay(corpus: ReplayCorpus, out_dir: str | os.PathLike, tokenizer, tex
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     texts = texts if texts is not None else tokenizer.batch_decode([c.tolist() for c in corpus.candidates])
-    with open(out / "prompts.jsonl", "w") as f:
-        for i, p in enumerate(corpus.prompts):
-            f.write(json.dumps({"prompt": i, "source": p.source, "start": p.start, "end": p.end, "ids": list(p.ids),
-                                "text": tokenizer.decode(list(p.ids))}) + "\n")
+    jsonio.write_jsonl_atomic(out / "prompts.jsonl", (
+        {"prompt": i, "source": p.source, "start": p.start, "end": p.end, "ids": list(p.ids),
+         "text": tokenizer.decode(list(p.ids))} for i, p in enumerate(corpus.prompts)))
     Dataset.from_dict({"candidate": list(range(len(texts))), "prompt": corpus.candidate_prompt.tolist(),
                        "kept": corpus.kept.tolist(), "input_ids": [c.tolist() for c in corpus.candidates],
                        "text": texts}).save_to_disk(str(out / "candidates"))

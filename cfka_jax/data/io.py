@@ -95,12 +95,6 @@ def config_hash(config) -> str:
     return h.hexdigest()[:16]
 
 
-def write_jsonl(path: str, rows) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
 def read_jsonl(path: str | os.PathLike, keys: dict[str, type]) -> list[dict]:
     """Read a JSONL file whose every line is an object holding ``keys`` with the given types.
 
@@ -122,11 +116,13 @@ def save_world(world: World, folder: str | os.PathLike) -> None:
     """Write ``world`` into ``folder`` (created if needed)."""
     folder = os.fspath(folder)
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(dataclasses.asdict(world.config), f, indent=1, sort_keys=True)
-    write_jsonl(os.path.join(folder, "people.jsonl"), (dataclasses.asdict(p) for p in world.people))
+    jsonio.write_json_atomic(os.path.join(folder, "config.json"), dataclasses.asdict(world.config), newline=False,
+                             indent=1, sort_keys=True)
+    jsonio.write_jsonl_atomic(os.path.join(folder, "people.jsonl"), (dataclasses.asdict(p) for p in world.people),
+                              ensure_ascii=False)
     for name, bios in world.splits.items():
-        write_jsonl(os.path.join(folder, f"{name}.jsonl"), (dataclasses.asdict(b) for b in bios))
+        jsonio.write_jsonl_atomic(os.path.join(folder, f"{name}.jsonl"), (dataclasses.asdict(b) for b in bios),
+                                  ensure_ascii=False)
 
 
 def _config_from_dict(d: dict, path: str) -> BiographyConfig:
@@ -191,7 +187,7 @@ def cached_world(config: BiographyConfig, cache_dir: str | os.PathLike) -> World
         shutil.rmtree(folder)  # a corrupt entry or an interrupted earlier write
     world = generate_world(config)
     save_world(world, folder)
-    open(os.path.join(folder, "done"), "w").close()
+    jsonio.write_text_atomic(os.path.join(folder, "done"), "")
     return world
 
 
@@ -251,7 +247,7 @@ def save_packed(packed: Packed, fta: FtaTargets | None, path: str | os.PathLike)
     arrays = {f"packed_{k}": np.asarray(v) for k, v in dataclasses.asdict(packed).items()}
     if fta is not None:
         arrays.update({f"fta_{k}": np.asarray(v) for k, v in dataclasses.asdict(fta).items()})
-    np.savez_compressed(os.fspath(path), **arrays)
+    jsonio.write_npz_atomic(path, arrays, compressed=True)
 
 
 def load_packed(path: str | os.PathLike) -> tuple[Packed, FtaTargets | None]:

@@ -24,7 +24,6 @@ Cache layout: ``<cache_dir>/data-<config_hash>/`` holds ``world/``, ``tokenizer/
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 
@@ -200,8 +199,8 @@ def _write(folder: str, world, splits, train, evals, manifest) -> None:
         io.save_packed(p, None, os.path.join(folder, "packed", f"train_{n}.npz"))
     for n, (p, f) in evals.items():
         io.save_packed(p, f, os.path.join(folder, "packed", f"eval_{n}.npz"))
-    with open(os.path.join(folder, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
+    jsonio.write_json_atomic(os.path.join(folder, "manifest.json"), manifest, newline=False, indent=1,
+                             sort_keys=True)
 
 
 def build_data(config: DataConfig, cache_dir: str | os.PathLike) -> DataBundle:

@@ -20,7 +20,6 @@ error naming the file (and key); tensors holding NaN or Inf load with a :class:`
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import warnings
@@ -239,8 +238,7 @@ def open_tensors(path: str | os.PathLike) -> StreamedTensors:
 def write_checkpoint(path: str | os.PathLike, config: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> None:
     """Write ``config.json`` and a single ``model.safetensors`` (metadata format "pt", as transformers expects)."""
     os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, CONFIG_FILE), "w") as f:
-        json.dump(dict(config), f, indent=2, sort_keys=True)
+    jsonio.write_json_atomic(os.path.join(path, CONFIG_FILE), dict(config), newline=False, indent=2, sort_keys=True)
     arrays = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
     save_file(arrays, os.path.join(path, WEIGHTS_FILE), metadata={"format": "pt"})
 

@@ -47,6 +47,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from cfka_jax import jsonio
 from cfka_jax.train.accumulate import check_accumulate
 from cfka_jax.train.checkpoint import CheckpointDir
 from cfka_jax.train.profiling import StepTracer, parse_profile
@@ -131,9 +132,7 @@ class MetricsLog:
     def write(self, record: dict) -> None:
         if jax.process_index() != 0:  # multi-host: one writer
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        jsonio.append_jsonl(self.path, record)  # one line in one write: a kill tears at most the last line
 
     def records(self) -> list[dict]:
         """Every record, in file order (a torn last line from a killed write is ignored).
@@ -162,9 +161,7 @@ class MetricsLog:
         records = self.records()
         keep = [r for r in records if int(r.get("step", 0)) <= step]
         if len(keep) != len(records) or (self.path.exists() and not self.path.read_text().endswith("\n")):
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
-            tmp.replace(self.path)
+            jsonio.write_jsonl_atomic(self.path, keep)
 
     def evals(self) -> list[dict]:
         return [r for r in self.records() if r.get("kind") == "eval"]
