@@ -1,23 +1,43 @@
-"""The Biography CPT comparison table: one PT, then Naive / EWC / real replay ('all', 'half') / Freeze / LoRA CPT.
+"""The Biography CPT comparison table: PT, then Naive / EWC / real replay ('all', 'half') / Freeze / LoRA CPT, over
+PT replicates and CPT seeds.
 
     python -m cfka_jax.experiments.biography_table --preset small --out runs/table-small
+    python -m cfka_jax.experiments.biography_table --preset small --ewc-lambda 1e6 --pt-seeds 0,1 --seeds 0,1,2 \\
+        --out runs/bio-s3 --record cfka/biography_small
 
-Runs (or resumes) every CPT variant of ``VARIANTS`` from the preset's PT checkpoint and writes ``table.md`` and
-``table.json`` with Original sFTA/hFTA/EM (PT test biographies: what is kept) and Continual sFTA/hFTA/EM (CPT test
-biographies: what is learned) at the final step, plus the PT row.
+The claims it measures (``cfka claims``): cfka.all-vs-half, cfka.full-vs-freeze, cfka.lora-worst-low-alpha and
+cfka.ewc-lm (the Biography cells). Every PT replicate ``k`` of ``--pt-seeds`` is its own PT run from seed ``k``
+in ``<out>/pt-seed<k>/``; every CPT cell of ``--cells`` (:data:`CELLS`) runs from each PT replicate with each
+CPT seed of ``--seeds``, into ``<out>/cpt-<cell>/pt<k>-seed<s>/``. Each finished replicate leaves
+``replicate.json`` there (atomically); a study started again skips those (``experiments/replicates.py``).
+
+Written as replicates finish: ``table.md`` (per cell the mean and range over every run of Original sFTA/hFTA/EM,
+what is kept of the PT test biographies, and Continual sFTA/hFTA/EM, what is learned of the CPT ones, at the final
+step, plus the PT row) and ``table.json`` (one row per run, the summary), and with ``--record NAME`` the produced
+result record ``results/NAME.json`` (``claims/results.write_record``): one row per run (``kind``, ``update``,
+``pt`` = ``s<k>``, ``seed``, values ×100) in the shape of ``cfka/biography_small``, the mean and spread over both
+axes in ``provenance.summary``.
+
+The command line is generated from :class:`TableConfig` (``cfka_jax/cli_gen.py``; ``--config FILE`` too).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
+import os
 import pathlib
+import sys
 
+from cfka_jax import jsonio
+from cfka_jax.claims.results import Clock, provenance, write_record
+from cfka_jax.cli_gen import Flags
 from cfka_jax.data.pipeline import build_data
+from cfka_jax.experiments import replicates as rep
 from cfka_jax.runs.biography import continual, pretrain
-from cfka_jax.runs.presets import BIOGRAPHY
-from cfka_jax.runs.specs import CPTSpec, PTSpec
+from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.presets import BIOGRAPHY, lookup
+from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec
+from cfka_jax.values import float_arg
 
 VARIANTS = (
     ("naive", "full", None),
@@ -27,52 +47,244 @@ VARIANTS = (
     ("naive", "freeze", None),
     ("naive", "lora", None),
 )
+"""The CPT cells: (method, update, replay α or None)."""
+CELLS = {f"{m}-{u}": (m, u, a) for m, u, a in VARIANTS}
+"""``--cells`` names (the cell's folder ``<out>/cpt-<name>/``) → (method, update, α)."""
 COLUMNS = ("Original/sFTA", "Original/hFTA", "Original/EM", "Continual/sFTA", "Continual/hFTA", "Continual/EM")
+RECORD_KIND = {"naive": "naive", "ewc": "ewc", "replay-all": "real_all", "replay-half": "real_half"}
+"""Method → the record's ``kind`` (the names of ``cfka/biography_small``)."""
+METRICS = {c: c.lower().replace("/", "_") for c in COLUMNS} | {"Train/sFTA": "train_sfta"}
+"""Final metric → record column (×100, as the paper reports them)."""
+RESULT = "replicate.json"
+"""A finished replicate's result file, in its run folder."""
+CLOCK = Clock()
+"""Wall and CPU time of this process (a produced record's provenance)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TableConfig:
+    """The Biography CPT comparison table: PT, then Naive / EWC / real replay ('all', 'half') / Freeze / LoRA CPT,
+    over PT replicates and CPT seeds."""
+
     preset: str = "small"
-    out: str = "runs/table-small"
+    """a Biography preset (runs/presets.BIOGRAPHY)"""
+    out: str | None = None
+    """study folder (default: runs/table-<preset>): pt-seed<k>/, cpt-<cell>/pt<k>-seed<s>/, table.md, table.json"""
     arch: str = "qwen"
+    """model family of the PT and CPT runs"""
     ewc_lambda: float = 1e3
+    """EWC strength λ >= 0 of the ewc cell"""
+    seeds: tuple[int, ...] = (0,)
+    """CPT seeds: every cell runs once per seed from every PT replicate"""
+    pt_seeds: tuple[int, ...] = (0,)
+    """PT replicates: one PT run per seed, <out>/pt-seed<k>/ (pt = s<k> in the record)"""
+    cells: tuple[str, ...] = tuple(CELLS)
+    """the CPT cells to run (default: all six)"""
     cache_dir: str = "runs/data-cache"
+    """data cache folder"""
     progress: bool = True
+    """progress bars"""
+    record: str | None = None
+    """also write the produced result record results/RECORD.json (e.g. cfka/biography_small)"""
+    results: str = "results"
+    """the folder of result records"""
+
+    def __post_init__(self):
+        lookup(BIOGRAPHY, self.preset, "Biography")
+        rep.check_seed_list(self.seeds, "--seeds")
+        rep.check_seed_list(self.pt_seeds, "--pt-seeds")
+        if not self.cells or len(set(self.cells)) != len(self.cells) or not set(self.cells) <= set(CELLS):
+            raise ValueError(f"--cells must be distinct names from {list(CELLS)}, got {list(self.cells)}")
+        if self.record is not None and (not self.record or self.record.startswith("/")
+                                        or ".." in pathlib.PurePosixPath(self.record).parts):
+            raise ValueError(f"--record must be a relative name under --results without '..', got {self.record!r}")
+        for k in self.pt_seeds:  # every run's spec (method, update, λ, arch), before anything runs
+            pt_spec(self, k)
+            for s in self.seeds:
+                for cell in self.cells:
+                    cell_spec(self, cell, k, s)
+
+    @property
+    def folder(self) -> pathlib.Path:
+        return pathlib.Path(self.out or f"runs/table-{self.preset}")
 
 
-def _row(name: str, final: dict) -> str:
-    cells = [f"{100 * final[c]:.1f}" if c in final else "–" for c in COLUMNS]
-    return f"| {name} | " + " | ".join(cells) + " |"
+def pt_spec(cfg: TableConfig, pt_seed: int) -> PTSpec:
+    """PT replicate ``pt_seed``: its own PT run from that seed, ``<out>/pt-seed<k>``."""
+    return PTSpec(preset=cfg.preset, out=str(rep.pt_folder(cfg.folder, pt_seed)), arch=cfg.arch, seed=pt_seed,
+                  cache_dir=cfg.cache_dir, progress=cfg.progress)
 
 
-def main(cfg: TableConfig) -> dict:
-    out = pathlib.Path(cfg.out)
-    pt_dir = out / f"pt-{cfg.preset}-{cfg.arch}"
+def cell_spec(cfg: TableConfig, cell: str, pt_seed: int, seed: int) -> CPTSpec:
+    """One CPT replicate: ``cell`` from PT replicate ``pt_seed`` with CPT seed ``seed`` (validated on construction)."""
+    method, update, alpha = CELLS[cell]
+    return CPTSpec(preset=cfg.preset, out=str(cfg.folder / f"cpt-{cell}" / f"pt{pt_seed}-seed{seed}"), method=method,
+                   update=update, alpha=alpha or 0.5, ewc_lambda=cfg.ewc_lambda, arch=cfg.arch, seed=seed,
+                   pt_dir=str(rep.pt_folder(cfg.folder, pt_seed)), cache_dir=cfg.cache_dir, progress=cfg.progress)
+
+
+def check_inputs(cfg: TableConfig) -> None:
+    """Before any data is built or anything written: ``--out`` is a folder (or absent), and every run folder of
+    the study is empty or holds that very run.
+
+    Raises:
+      RunFolderError / ValueError: naming the option or the folder.
+    """
+    if cfg.folder.exists() and not cfg.folder.is_dir():
+        raise ValueError(f"--out {cfg.folder} is a file, not a study folder")
+    for k in cfg.pt_seeds:
+        spec = pt_spec(cfg, k)
+        RunFolder(spec.out).check(spec, spec.scale)
+        for s in cfg.seeds:
+            for cell in cfg.cells:
+                spec = cell_spec(cfg, cell, k, s)
+                RunFolder(spec.out).check(spec, spec.scale)
+
+
+def run_pt(cfg: TableConfig, pt_seed: int, data):
+    """PT replicate ``pt_seed``: (its result, the run in memory or None when it had finished before)."""
+    spec = pt_spec(cfg, pt_seed)
+    path = pathlib.Path(spec.out) / RESULT
+    done = rep.finished(path, spec.out, spec)
+    if done is not None:
+        return done, None
+    clock = Clock()
+    run = pretrain(spec, data)
+    return rep.write_replicate(path, {"pt_seed": pt_seed, "run": spec.out, "final": run.final,
+                                      **clock.elapsed()}), run
+
+
+def run_cell(cfg: TableConfig, cell: str, pt_seed: int, seed: int, pt, data) -> dict:
+    """One CPT replicate (skipped when its result file is there); its result."""
+    spec = cell_spec(cfg, cell, pt_seed, seed)
+    path = pathlib.Path(spec.out) / RESULT
+    done = rep.finished(path, spec.out, spec)
+    if done is not None:
+        return done
+    clock = Clock()
+    run = continual(spec, pt, data)
+    return rep.write_replicate(path, {"cell": cell, "pt_seed": pt_seed, "seed": seed, "run": spec.out,
+                                      "final": run.final, **clock.elapsed()})
+
+
+def main_cfg(cfg: TableConfig) -> list[dict]:
+    """Runs (or resumes) every replicate; rewrites the table (and the record) as each one finishes. Returns the
+    record rows."""
+    check_inputs(cfg)
     data = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
-    pt = pretrain(PTSpec(preset=cfg.preset, out=str(pt_dir), arch=cfg.arch, cache_dir=cfg.cache_dir,
-                         progress=cfg.progress), data)
-    results = {"PT": pt.final}
-    for method, update, alpha in VARIANTS:
-        name = f"{method} α={alpha} {update}" if alpha else f"{method} {update}"
-        spec = CPTSpec(preset=cfg.preset, out=str(out / f"cpt-{method}-{update}"), method=method, update=update,
-                       alpha=alpha or 0.5, ewc_lambda=cfg.ewc_lambda, arch=cfg.arch, pt_dir=str(pt_dir),
-                       cache_dir=cfg.cache_dir, progress=cfg.progress)
-        results[name] = continual(spec, pt, data).final
+    for k in cfg.pt_seeds:
+        _, pt = run_pt(cfg, k, data)
+        write_outputs(cfg)
+        for s in cfg.seeds:
+            for cell in cfg.cells:
+                run_cell(cfg, cell, k, s, pt, data)
+                write_outputs(cfg)
+    rows = write_outputs(cfg)
+    print(markdown(rows))
+    return rows
+
+
+def _values(final: dict) -> dict:
+    return {col: round(100 * float(final[key]), 2) for key, col in METRICS.items() if final.get(key) is not None}
+
+
+def collect(cfg: TableConfig) -> tuple[list[dict], dict]:
+    """The record rows of every finished replicate of the config's plan, and the seconds of each."""
+    rows, seconds = [], {}
+    for k in cfg.pt_seeds:
+        path = rep.pt_folder(cfg.folder, k) / RESULT
+        if path.exists():
+            res = jsonio.read_json_object(path)
+            rows.append({"kind": "pt", "update": "full", "pt": rep.pt_label(k), **_values(res["final"])})
+            seconds[f"pt{k}"] = {"wall_s": res.get("wall_s"), "cpu_s": res.get("cpu_s")}
+        for s in cfg.seeds:
+            for cell in cfg.cells:
+                path = pathlib.Path(cell_spec(cfg, cell, k, s).out) / RESULT
+                if not path.exists():
+                    continue
+                res = jsonio.read_json_object(path)
+                method, update, alpha = CELLS[cell]
+                extra = {"ewc_lambda": cfg.ewc_lambda} if method == "ewc" else {"alpha": alpha} if alpha else {}
+                rows.append({"kind": RECORD_KIND[method], "update": update, "pt": rep.pt_label(k), "seed": s,
+                             **_values(res["final"]), **extra})
+                seconds[f"{cell}/pt{k}-seed{s}"] = {"wall_s": res.get("wall_s"), "cpu_s": res.get("cpu_s")}
+    return rows, seconds
+
+
+def markdown(rows: list[dict]) -> str:
+    """Per cell, the mean (range, n) of each column over its runs."""
+    cols = [METRICS[c] for c in COLUMNS]
+    summary = rep.summary(rows, ("kind", "update"), cols)
     lines = ["| run | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
-    lines += [_row(name, final) for name, final in results.items()]
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    (out / "table.json").write_text(json.dumps(results, indent=1))
-    print("\n".join(lines))
-    return results
+    for kind, update in dict.fromkeys((r["kind"], r["update"]) for r in rows):
+        cells = {e["metric"]: rep.show(e) for e in summary if (e["kind"], e["update"]) == (kind, update)}
+        name = "PT" if kind == "pt" else f"{kind} {update}"
+        lines.append(f"| {name} | " + " | ".join(cells.get(c, "–") for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def write_outputs(cfg: TableConfig) -> list[dict]:
+    """``table.md``, ``table.json`` and (with ``--record``) the record, of every finished replicate."""
+    rows, seconds = collect(cfg)
+    if not rows:
+        return rows
+    summary = rep.summary(rows, ("kind", "update"), [*METRICS.values()])
+    jsonio.write_json_atomic(cfg.folder / "table.json", {"preset": cfg.preset, "seeds": list(cfg.seeds),
+                                                          "pt_seeds": list(cfg.pt_seeds), "rows": rows,
+                                                          "summary": summary}, indent=1)
+    jsonio.write_text_atomic(cfg.folder / "table.md", markdown(rows) + "\n")
+    if cfg.record is not None:
+        write_table_record(cfg, rows, summary, seconds)
+    return rows
+
+
+def write_table_record(cfg: TableConfig, rows: list[dict], summary: list[dict], seconds: dict) -> pathlib.Path:
+    """The produced record ``cfg.record`` of the finished replicates (module docstring)."""
+    p = BIOGRAPHY[cfg.preset]
+    pts = {r["pt"]: {k: v for k, v in r.items() if k not in ("kind", "update", "pt")}
+           for r in rows if r["kind"] == "pt"}
+    regime = {"model": f"{cfg.arch} port, preset {cfg.preset} (d = {p.model.hidden}, {p.model.layers} blocks)",
+              "world": f"{cfg.preset} preset ({p.people[0]} PT + {p.people[1]} CPT people)" if p.people else cfg.preset,
+              "dose": f"PT {p.pt.steps} steps; CPT {p.cpt.steps} steps of {p.cpt.batch} × {p.data_config().seq_len} tokens; real "
+                      f"replay α = 0.5; EWC λ = {cfg.ewc_lambda:g}",
+              "pt_quality": pts}
+    cpt_rows = [r for r in rows if r["kind"] != "pt"]
+    prov = provenance(config=dataclasses.asdict(cfg), seeds=sorted({r["seed"] for r in cpt_rows}),
+                      pt_replicates=sorted({r["pt"] for r in rows}), clock=CLOCK,
+                      command=rep.command_line(FLAGS.prog, __file__))
+    prov.update(summary=summary, replicate_seconds=seconds, seeds_planned=list(cfg.seeds),
+                pt_seeds_planned=list(cfg.pt_seeds))
+    return write_record(cfg.results, cfg.record, rows=rows, regime=regime, provenance=prov)
+
+
+FLAGS = Flags(TableConfig, prog="python -m cfka_jax.experiments.biography_table",
+              choices={"preset": lambda: list(BIOGRAPHY), "arch": lambda: list(ARCHS), "cells": lambda: list(CELLS)},
+              parsers={"ewc_lambda": float_arg(lo=0.0)},
+              metavars={"out": "DIR", "cache_dir": "DIR", "results": "DIR", "record": "NAME"},
+              help={"cells": "the CPT cells to run, of " + ", ".join(CELLS) + " (default: all)"})
+"""The command line generated from :class:`TableConfig`."""
+
+
+def parse(argv: list[str] | None = None) -> TableConfig:
+    return FLAGS.parse(argv)
+
+
+def command(cfg: TableConfig) -> int:
+    main_cfg(cfg)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m cfka_jax.experiments.biography_table``: a bad value or input is one line naming it, exit 2
+    (``CFKA_TRACEBACK=1``: the traceback)."""
+    try:
+        return command(parse(argv))
+    except (ValueError, OSError) as err:
+        if os.environ.get("CFKA_TRACEBACK"):
+            raise
+        print(f"{FLAGS.prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="small")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--arch", default="qwen")
-    ap.add_argument("--ewc-lambda", type=float, default=1e3)
-    ap.add_argument("--cache-dir", default="runs/data-cache")
-    a = ap.parse_args()
-    main(TableConfig(preset=a.preset, out=a.out or f"runs/table-{a.preset}", arch=a.arch, ewc_lambda=a.ewc_lambda,
-                     cache_dir=a.cache_dir))
+    raise SystemExit(main())

@@ -1,10 +1,117 @@
+"""experiments/biography_table.py: the generated command line, replicates over PT seeds × CPT seeds (resumed,
+refused when a folder holds another run), the record the claims read, and (slow) a smoke table end to end."""
+
+import json
+import types
+
+import pytest
+
+from cfka_jax.claims.results import load_records
+from cfka_jax.claims.verdicts import gap, paired
 from cfka_jax.experiments import biography_table as table
+from cfka_jax.runs.folder import RunFolder, RunFolderError
 
 
 def test_table_variants_parse_and_cover_the_issue_rows():
     names = {(m, u) for m, u, _ in table.VARIANTS}
     assert {("naive", "full"), ("ewc", "full"), ("replay-all", "full"), ("replay-half", "full"), ("naive", "freeze"),
             ("naive", "lora")} <= names
-    row = table._row("x", {"Original/sFTA": 0.5})
-    assert row.startswith("| x | 50.0 |") and row.count("–") == len(table.COLUMNS) - 1
-    assert table.TableConfig().preset == "small"
+    assert table.TableConfig().preset == "small" and table.TableConfig().folder.as_posix() == "runs/table-small"
+    rows = [{"kind": "pt", "update": "full", "pt": "s0", "original_sfta": 50.0}]
+    line = table.markdown(rows).splitlines()[-1]
+    assert line.startswith("| PT | 50.0 (n=1) |") and line.count("–") == len(table.COLUMNS) - 1
+
+
+def test_every_earlier_flag_parses_with_its_meaning_and_the_new_ones_too():
+    cfg = table.parse(["--preset", "smoke", "--out", "o", "--arch", "pythia", "--ewc-lambda", "1e6", "--cache-dir",
+                       "c"])
+    assert (cfg.preset, cfg.out, cfg.arch, cfg.ewc_lambda, cfg.cache_dir) == ("smoke", "o", "pythia", 1e6, "c")
+    assert (cfg.seeds, cfg.pt_seeds, cfg.cells, cfg.record) == ((0,), (0,), tuple(table.CELLS), None)
+    assert table.parse(["--preset", "small"]).folder.as_posix() == "runs/table-small"  # --out's old default
+    cfg = table.parse(["--seeds", "0,1,2", "--pt-seeds", "0,1", "--cells", "naive-full,naive-lora", "--no-progress",
+                       "--record", "cfka/biography_small"])
+    assert (cfg.seeds, cfg.pt_seeds, cfg.cells, cfg.progress) == ((0, 1, 2), (0, 1), ("naive-full", "naive-lora"),
+                                                                  False)
+
+
+@pytest.mark.parametrize("argv, words", [(["--seeds", "0,0"], "--seeds"), (["--pt-seeds", "1,1"], "--pt-seeds"),
+                                         (["--seeds", "-1"], "--seeds"), (["--cells", "bogus"], "--cells"),
+                                         (["--ewc-lambda", "-1"], "--ewc-lambda"), (["--preset", "tiny"], "--preset"),
+                                         (["--record", "../x"], "--record")])
+def test_a_bad_value_is_one_line_naming_the_option(argv, words, capsys, tmp_path):
+    with pytest.raises(SystemExit) as err:
+        table.main([*argv, "--out", str(tmp_path / "t")])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.value.code == 2 and words in last, last
+    assert not (tmp_path / "t").exists()
+
+
+def _fake_runs(monkeypatch, calls):
+    """pretrain / continual that start the run folder and return made-up metrics (seeded by the spec)."""
+
+    def finish(spec, final):
+        RunFolder(spec.out).start(spec, spec.scale)
+        RunFolder(spec.out).write_final(final)
+        calls.append(spec.out)
+        return types.SimpleNamespace(final=final)
+
+    def pretrain(spec, data):
+        return finish(spec, {"step": 12, "Original/sFTA": 0.8 + 0.01 * spec.seed, "Train/sFTA": 0.9})
+
+    def continual(spec, pt, data):
+        base = {"naive": 0.2, "replay-all": 0.6, "replay-half": 0.5}.get(spec.method, 0.3)
+        sfta = base + 0.01 * spec.seed + 0.02 * int(spec.pt_dir[-1])
+        return finish(spec, {"step": 6, "Original/sFTA": sfta, "Original/EM": 0.1, "Continual/sFTA": 0.7})
+
+    monkeypatch.setattr(table, "pretrain", pretrain)
+    monkeypatch.setattr(table, "continual", continual)
+    monkeypatch.setattr(table, "build_data", lambda *a: None)
+
+
+def test_replicates_run_per_pair_resume_and_make_a_record_the_rules_read(tmp_path, monkeypatch):
+    calls = []
+    _fake_runs(monkeypatch, calls)
+    cfg = table.TableConfig(preset="smoke", out=str(tmp_path / "t"), seeds=(0, 1, 2), pt_seeds=(0, 1),
+                            cells=("replay-all-full", "replay-half-full"), progress=False, record="cfka/bio",
+                            results=str(tmp_path / "results"))
+    rows = table.main_cfg(cfg)
+    assert len(calls) == 2 + 2 * 3 * 2 and (tmp_path / "t" / "pt-seed1" / "replicate.json").exists()
+    assert (tmp_path / "t" / "cpt-replay-half-full" / "pt1-seed2" / "replicate.json").exists()
+    rec = load_records(tmp_path / "results")["cfka/bio"]
+    assert rec.origin == "produced" and rec.provenance["seeds"] == [0, 1, 2]
+    assert rec.provenance["pt_replicates"] == ["s0", "s1"] and list(rec.rows) == rows
+    assert rec.select(kind="real_all", pt="s1", seed=2) == [{"kind": "real_all", "update": "full", "pt": "s1",
+                                                             "seed": 2, "original_sfta": 64.0, "original_em": 10.0,
+                                                             "continual_sfta": 70.0, "alpha": 0.5}]
+    g = gap(rec.values("original_sfta", kind="real_all"), rec.values("original_sfta", kind="real_half"))
+    assert g.a.n == g.b.n == 6 and g.apart and abs(g.diff - 10.0) < 1e-9
+    assert paired(rec.rows, "original_sfta", {"kind": "real_all"}, {"kind": "real_half"}).diffs.n == 6
+    entry = next(e for e in rec.provenance["summary"] if e["kind"] == "real_all" and e["metric"] == "original_sfta")
+    assert (entry["n"], entry["pts"], entry["seeds"], entry["lo"], entry["hi"]) == (6, 2, 3, 60.0, 64.0)
+    assert (entry["pt_mean_lo"], entry["pt_mean_hi"], entry["seed_range"]) == (61.0, 63.0, 2.0)
+    assert "62.0 (60.0–64.0, n=6)" in (tmp_path / "t" / "table.md").read_text()
+    assert json.loads((tmp_path / "t" / "table.json").read_text())["rows"] == rows
+
+    calls.clear()
+    assert table.main_cfg(cfg) == rows and calls == []  # every replicate's result is there: nothing runs again
+    (tmp_path / "t" / "cpt-replay-all-full" / "pt0-seed1" / "replicate.json").unlink()
+    assert table.main_cfg(cfg) == rows and calls == [str(tmp_path / "t" / "cpt-replay-all-full" / "pt0-seed1")]
+
+    other = table.TableConfig(preset="smoke", out=str(tmp_path / "t"), seeds=(0,), pt_seeds=(0,),
+                              cells=("replay-all-full",), ewc_lambda=5.0, arch="pythia", progress=False)
+    with pytest.raises(RunFolderError, match="pt-seed0"):  # another run's folder, refused before anything runs
+        table.main_cfg(other)
+
+
+@pytest.mark.slow
+def test_smoke_table_end_to_end(tmp_path):
+    cfg = table.TableConfig(preset="smoke", out=str(tmp_path / "t"), seeds=(0, 1), pt_seeds=(0, 1),
+                            cells=("naive-full",), cache_dir=str(tmp_path / "cache"), progress=False,
+                            record="cfka/bio", results=str(tmp_path / "results"))
+    rows = table.main_cfg(cfg)
+    assert [(r["kind"], r["pt"], r.get("seed")) for r in rows] == [
+        ("pt", "s0", None), ("naive", "s0", 0), ("naive", "s0", 1), ("pt", "s1", None), ("naive", "s1", 0),
+        ("naive", "s1", 1)]
+    rec = load_records(tmp_path / "results")["cfka/bio"]
+    assert len(rec.values("continual_sfta", kind="naive")) == 4 and set(rec.provenance["replicate_seconds"]) == {
+        "pt0", "pt1", "naive-full/pt0-seed0", "naive-full/pt0-seed1", "naive-full/pt1-seed0", "naive-full/pt1-seed1"}
