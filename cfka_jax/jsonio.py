@@ -263,13 +263,13 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     _write_atomic(path, lambda f: f.write(data))
 
 
-def portable(obj: Any) -> Any:
+def portable_json(obj: Any) -> Any:
     """``obj`` as strict JSON holds it: numpy scalars as Python numbers, tuples as lists, keys as strings, NaN as
     ``null`` and ±inf as the strings ``"inf"`` / ``"-inf"`` (the result files of the geometry studies)."""
     if isinstance(obj, dict):
-        return {str(k): portable(v) for k, v in obj.items()}
+        return {str(k): portable_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [portable(v) for v in obj]
+        return [portable_json(v) for v in obj]
     if hasattr(obj, "item") and type(obj).__module__ == "numpy" and getattr(obj, "ndim", None) == 0:
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -287,14 +287,17 @@ def json_text(obj: Any, where: str, *, allow_nan: bool = True, **dump_kwargs) ->
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any, *, allow_nan: bool = True, newline: bool = True,
-                      **dump_kwargs) -> None:
-    """``json.dumps(obj, **dump_kwargs)`` (a trailing newline added unless ``newline=False``) written with
-    :func:`write_text_atomic`: a kill leaves the previous file or the whole new one. The text is made before the
-    file is touched, so an object that cannot be written changes nothing.
+                      portable: bool = False, **dump_kwargs) -> None:
+    """``json.dumps(obj, **dump_kwargs)`` (a trailing newline added unless ``newline=False``; ``portable=True``
+    writes :func:`portable_json` of ``obj``) written with :func:`write_text_atomic`: a kill leaves the previous
+    file or the whole new one. The text is made before the file is touched, so an object that cannot be written
+    changes nothing.
 
     Raises:
       ValueError: ``allow_nan=False`` and ``obj`` holds NaN or an infinity (named with the file).
     """
+    if portable:
+        obj, allow_nan = portable_json(obj), False
     text = json_text(obj, os.fspath(path), allow_nan=allow_nan, **dump_kwargs)
     write_text_atomic(path, text + "\n" if newline else text)
 

@@ -41,6 +41,7 @@ import pathlib
 import jax.numpy as jnp
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.data.batching import EpochBatcher, packed_batch
 from cfka_jax.data.corpus import CorpusConfig, read_texts, split_heldout, tokenize_texts
 from cfka_jax.data.mixing import mix_replay
@@ -52,7 +53,8 @@ from cfka_jax.eval.sets import combine, named_sets
 from cfka_jax.continual.replay import build_replay, check_replay_dir
 from cfka_jax.cli_gen import Flags
 from cfka_jax.models import from_pretrained, load_tokenizer
-from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, resolve_loss_chunk, train_lm
+from cfka_jax.runs.engine import (RunHooks, RunMemory, RunObjective, RunUpdate, check_loss_chunk, check_run_options,
+                                  finish_run, resolve_loss_chunk, train_lm)
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import optimizer_core, replay_documents, train_hooks, with_update
@@ -308,20 +310,23 @@ def run(cfg: CorpusCPTConfig) -> dict:
     model, trainable = updated_model(model, cfg.update, cfg.freeze_layers, cfg.lora_rank, cfg.seed)
     hooks = with_update(hooks, model, cfg.update)
     opt = dataclasses.replace(p.cpt.optim(), state_dtype=cfg.opt_state_dtype or "float32")
-    trained = train_lm(model, hooks.batch_at, opt=opt, loop=p.cpt.loop(progress=cfg.progress),
-                       folder=folder, evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable,
-                       mesh=inputs.mesh, penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
-                       loss_chunk=resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn),
-                       final_checkpoint=cfg.final_checkpoint,
-                       optimizer=optimizer_core(method, opt), guard=cfg.guard, post_update=hooks.post_update,
-                       consume=hooks.penalty is None and hooks.loss_fn is token_nll_loss)
+    trained = train_lm(model, hooks.batch_at,
+                       update=RunUpdate(opt=opt, trainable=trainable, optimizer=optimizer_core(method, opt),
+                                        post_update=hooks.post_update),
+                       loop=p.cpt.loop(progress=cfg.progress), folder=folder,
+                       objective=RunObjective(loss_fn=hooks.loss_fn, penalty=hooks.penalty,
+                                              penalty_args=hooks.penalty_args, compute_dtype=DTYPES[cfg.dtype]),
+                       memory=RunMemory(mesh=inputs.mesh, loss_chunk=resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn),
+                                        guard=cfg.guard, final_checkpoint=cfg.final_checkpoint,
+                                        consume=hooks.penalty is None and hooks.loss_fn is token_nll_loss),
+                       hooks=RunHooks(evaluate_factory=factory))
     memory = {"remat": cfg.remat, "scan_layers": bool(getattr(model.cfg, "scan_layers", False)),
               "loss_chunk": resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn), "guard": cfg.guard}
     extra = {"method": cfg.method, "alpha": cfg.alpha if method.mixes else None, "update": cfg.update, "memory": memory,
              "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mix_stats, "replay": replay_stats,
              "corpus": inputs.corpus_stats, **hook_stats}
     final = finish_run(folder, factory(trained.graphdef, trained.rest), trained, extra).final
-    (folder.path / "summary.md").write_text(summary_markdown(cfg, trained.eval_at(0), final))
+    jsonio.write_text_atomic(folder.path / "summary.md", summary_markdown(cfg, trained.eval_at(0), final))
     return final
 
 

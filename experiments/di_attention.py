@@ -302,8 +302,9 @@ def legacy(cfg: Config, pt: EnsembleResult, bundle: DataBundle, vocab: dict, c: 
     summary = summarise(per_seed, correlations(c, z.mean(0), cfg.num_boot))
     z0 = init_attention(cfg, bundle, c)
     control = correlations(c, z0.mean(0), cfg.num_boot)
-    np.savez_compressed(out / "attention.npz", z_ELM=z, z_init_ELM=z0, slots=c.slots, eligible=c.eligible,
-                        n_s=c.counts.n_s, **{f"di_{k.replace('/', '_')}": v for k, v in c.di.items()})
+    jsonio.write_npz_atomic(out / "attention.npz", {
+        "z_ELM": z, "z_init_ELM": z0, "slots": c.slots, "eligible": c.eligible, "n_s": c.counts.n_s,
+        **{f"di_{k.replace('/', '_')}": v for k, v in c.di.items()}}, compressed=True)
     stoc = [stoc_link(pt, e, bundle, c, cfg.stoc_fraction) for e in members]
     res = {"token_types": {s: int((c.eligible & (c.slots == i)).sum()) for i, s in enumerate(bio.SLOTS)},
            "examples": int(len(c.examples.objects)), "mean_context_length": c.counts.mean_length,
@@ -319,7 +320,7 @@ def legacy(cfg: Config, pt: EnsembleResult, bundle: DataBundle, vocab: dict, c: 
         res["retention"] = {"per_seed": rows, "spearman": seed_summary(rho) if rho else None}
         res["cpt_training"] = {"cpt_seconds": cpt.seconds, "cpt_nonfinite_steps": cpt.nonfinite.tolist()}
     scatter(cfg, c, z.mean(0).mean(0), out)
-    dm.write_atomic(out / "table.md", table(cfg, summary, control) + "\n")
+    jsonio.write_text_atomic(out / "table.md", table(cfg, summary, control) + "\n")
     return res
 
 
@@ -345,15 +346,16 @@ def run(cfg: Config) -> dict:
     if cfg.measures:
         res["measures"], arrays = dm.panel(pt, bundle, vocab, c.slots, objects=cfg.objects, min_count=cfg.min_count,
                                            measures=cfg.measures, num_boot=cfg.num_boot)
-        np.savez_compressed(out / "measures.npz", slots=c.slots, **arrays)
-        dm.write_atomic(out / "table_measures.md", dm.table(res["measures"], world=cfg.preset,
-                                                            attention=cfg.attention, paper=PAPER[cfg.attention],
-                                                            regime=res["regime"]) + "\n")
+        jsonio.write_npz_atomic(out / "measures.npz", {"slots": c.slots, **arrays}, compressed=True)
+        jsonio.write_text_atomic(out / "table_measures.md", dm.table(res["measures"], world=cfg.preset,
+                                                                     attention=cfg.attention,
+                                                                     paper=PAPER[cfg.attention],
+                                                                     regime=res["regime"]) + "\n")
         if "context" in cfg.measures:  # linear and full-attention layers apart (experiments/di_kinds.py)
             kinds = layer_kinds(pt.model(0))
             res["layer_kinds"], res["by_kind"] = list(kinds), dk.kind_rows(arrays, kinds, pt.spec.seeds, held,
                                                                            num_boot=cfg.num_boot)
-            dm.write_atomic(out / "table_kinds.md", dk.table(res["by_kind"]) + "\n")
+            jsonio.write_text_atomic(out / "table_kinds.md", dk.table(res["by_kind"]) + "\n")
             if cfg.record:
                 write_record(cfg.record, dk.RECORD.format(arch=cfg.arch), rows=res["by_kind"],
                              regime=dk.regime(cfg.preset, cfg.arch, kinds, int(pt.steps[-1]),
@@ -361,7 +363,7 @@ def run(cfg: Config) -> dict:
                              provenance=provenance(config=dataclasses.asdict(cfg), seeds=pt.spec.seeds, clock=clock))
     if cfg.legacy:
         res |= legacy(cfg, pt, bundle, vocab, c, out)
-    dm.write_json(out / "di_attention.json", res)
+    jsonio.write_json_atomic(out / "di_attention.json", res, indent=1)
     return res
 
 

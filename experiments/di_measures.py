@@ -14,13 +14,11 @@ change z_trained − z_init.
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 
 import jax
 import numpy as np
 from flax import nnx
 
-from cfka_jax import jsonio
 from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.eval.em import em_prompts, exact_match_rate
 from cfka_jax.eval.fta import fta_evaluator
@@ -172,9 +170,3 @@ def panel(pt: EnsembleResult, bundle: DataBundle, vocab: dict, slots: np.ndarray
     return analyse(mc, z, z0, measures, num_boot), arrays
 
 
-write_atomic = jsonio.write_text_atomic
-"""``text`` at ``path``, atomically (the one writer: ``cfka_jax/jsonio.py``)."""
-
-
-def write_json(path: pathlib.Path, obj) -> None:
-    jsonio.write_json_atomic(path, obj, indent=1)

@@ -218,8 +218,7 @@ def port_step(cfg: Config, step: Step, log=print) -> list[dict]:
                      **tw.diagnostics(ens.graphdef, ens.params(e), ens.rest, pk, ex, corpus),
                      **_kind_means(corpus, doc, z.mean(0))})
     out = pathlib.Path(cfg.out) / "steps"
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out / f"{step.name}.npz", **arrays)
+    jsonio.write_npz_atomic(out / f"{step.name}.npz", arrays, compressed=True)
     return rows
 
 

@@ -29,12 +29,12 @@ from cfka_jax.geometry import attribution, baselines
 from cfka_jax.geometry.net import Net
 from cfka_jax.geometry.synthetic import identification
 from cfka_jax.experiments import geometry_record
+from cfka_jax import jsonio
 from cfka_jax.experiments.geometry_common import (
     base_model,
     markdown_table,
     save_plot,
     scale,
-    write_json,
     write_markdown,
 )
 
@@ -139,7 +139,7 @@ def _run_seed(cfg: AttributionConfig, seed: int, out: pathlib.Path) -> list[dict
     metrics["datainf (−score)"] = identification(-scores["datainf"][0], task)
     result = {"config": dataclasses.asdict(cfg), "seed": seed, "scale": dataclasses.asdict(s),
               "base_loss": losses[-1], "metrics": metrics}
-    write_json(out, "attribution", result)
+    jsonio.write_json_atomic(out / "attribution.json", result, portable=True, indent=1)
     rows = [[n, f"{m['auc_mean']:.4f} ± {m['auc_std']:.4f}", f"{m['recall_mean']:.3f} ± {m['recall_std']:.3f}",
              f"{m['seconds']:.2f}" if "seconds" in m else "—"] for n, m in metrics.items()]
     body = markdown_table(["method", "AUC", f"Recall@{metrics['ch1']['k']}", "seconds"], rows)

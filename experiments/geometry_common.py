@@ -7,10 +7,8 @@ seconds for the tests, ``small`` is the measured scale of ``docs/geometry.md`` (
 from __future__ import annotations
 
 import dataclasses
-import math
 import pathlib
 
-import numpy as np
 
 from cfka_jax import jsonio
 from cfka_jax.geometry.synthetic import ModelConfig, TaskConfig, fit, make_task
@@ -74,25 +72,6 @@ def base_model(s: Scale, arch: str = "qwen", vocab_size: int | None = None, seed
     model, losses = fit(model_cfg.build(vocab_size or s.task.vocab_size), task, steps=s.pretrain_steps,
                         batch_size=batch, seed=seed)
     return task, model, losses
-
-
-def _clean(x):
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, (np.floating, np.integer)):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x
-
-
-def write_json(out: pathlib.Path, name: str, obj) -> pathlib.Path:
-    """``out/name.json`` written atomically (``jsonio.write_json_atomic``), non-finite floats as null / "inf"."""
-    path = out / f"{name}.json"
-    jsonio.write_json_atomic(path, _clean(obj), allow_nan=False, indent=1)
-    return path
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:

@@ -30,7 +30,8 @@ from cfka_jax.geometry.net import Net
 from cfka_jax.geometry.synthetic import ModelConfig, fit_arrays
 from cfka_jax.geometry.streams import forward_streams
 from cfka_jax.geometry.readout import readout_matrix
-from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_json, write_markdown
+from cfka_jax import jsonio
+from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_markdown
 
 PRESETS = ("ch1", "ch1-ch2", "ch1-ch2-inputln")
 VOCABS = ("topk_unique", "full")
@@ -146,8 +147,9 @@ def run_crosslingual(cfg: CrosslingualConfig) -> dict:
                        float(np.std([r["metrics"][n][k] for r in results])))
                    for k in results[0]["metrics"][n]} for n in names}
     out = pathlib.Path(cfg.out)
-    write_json(out, "crosslingual", {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s),
-                                     "summary": summary, "seeds": results})
+    jsonio.write_json_atomic(out / "crosslingual.json", {
+        "config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), "summary": summary, "seeds": results},
+        portable=True, indent=1)
     keys = ("recall@4", "all_same@4", "top1", "recall@10")
     rows = [[n, *(f"{summary[n][k][0]:.3f} ± {summary[n][k][1]:.3f}" for k in keys)] for n in names]
     body = markdown_table(["score / vocabulary", "Recall@4 (top4 item acc.)", "all-4 rate", "top-1", "Recall@10"],

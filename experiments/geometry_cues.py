@@ -33,7 +33,8 @@ from cfka_jax.geometry.net import Net
 from cfka_jax.geometry.stats import spearman
 from cfka_jax.geometry.synthetic import fit_arrays, make_finetuner
 from cfka_jax.jsonio import read_json_object
-from cfka_jax.experiments.geometry_common import _clean, markdown_table, write_json, write_markdown
+from cfka_jax import jsonio
+from cfka_jax.experiments.geometry_common import markdown_table, write_markdown
 
 CUES = ("QA", "PR")
 COLLISION_ETAS = (1e-4, 1e-3)
@@ -169,12 +170,13 @@ def run_cues(cfg, s) -> dict:
     for seed in cfg.run_seeds:
         path = out / f"cues_seed{seed}.json"
         data = read_json_object(path, "a cue-grid seed result") if path.exists() else None
-        if data is None or data.get("config") != _clean(dataclasses.asdict(cfg)):
+        if data is None or data.get("config") != jsonio.portable_json(dataclasses.asdict(cfg)):
             data = {"config": dataclasses.asdict(cfg), "result": run_cues_seed(cfg, s, seed)}
-            write_json(out, path.stem, data)
+            jsonio.write_json_atomic(out / f"{path.stem}.json", data, portable=True, indent=1)
         results.append(data["result"])
     summary = summarize_cues(results)
-    write_json(out, "cues", {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), **summary})
+    jsonio.write_json_atomic(out / "cues.json", {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s),
+                                                 **summary}, portable=True, indent=1)
     write_markdown(out, "cues", "Train cue × eval cue, per-token collision (synthetic)",
                    _body(cfg, s, summary, cfg.run_seeds))
     return summary

@@ -36,12 +36,12 @@ from cfka_jax.geometry.force import BANDS, energy
 from cfka_jax.geometry.synthetic import fit, template_mask
 from cfka_jax.train.losses import masked_mean_nll
 from cfka_jax.experiments import geometry_record
+from cfka_jax import jsonio
 from cfka_jax.experiments.geometry_common import (
     base_model,
     markdown_table,
     save_plot,
     scale,
-    write_json,
     write_markdown,
 )
 
@@ -150,8 +150,8 @@ def _run_seed(cfg: EnergyConfig, seed: int, out: pathlib.Path) -> list[dict]:
               "energy_mean": float(e.mean()), "tokens": int(e.size), "bands": {"confident": float(np.mean(e < BANDS[0])),
                                                         "forking": float(np.mean((e >= BANDS[0]) & (e <= BANDS[1]))),
                                                         "extreme": float(np.mean(e > BANDS[1]))}}
-    write_json(out, "energy", result)
-    write_json(out, "energy_hist", histogram(e))
+    jsonio.write_json_atomic(out / "energy.json", result, portable=True, indent=1)
+    jsonio.write_json_atomic(out / "energy_hist.json", histogram(e), portable=True, indent=1)
     table = [[f"{r['tau']:g}", r["masked_fraction"], r["new_nll"], r["new_acc"], r["old_nll_change_step1"],
               r["old_nll_change"], r["old_acc"]] for r in rows]
     body = markdown_table(["τ", "masked fraction", "new-task NLL", "new-task accuracy", "old-format NLL Δ (step 1)",

@@ -50,7 +50,8 @@ from cfka_jax.geometry.synthetic import ModelConfig, fit_arrays
 from cfka_jax.claims.results import Clock
 from cfka_jax.jsonio import read_json_object
 from cfka_jax.experiments import geometry_record
-from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_json, write_markdown
+from cfka_jax import jsonio
+from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_markdown
 
 
 STUDIES = ("erosion", "cues")
@@ -332,8 +333,8 @@ def run_erosion(cfg: ErosionConfig) -> dict:
             clock = Clock()
             result = run_seed(cfg, seed)
             seconds = clock.elapsed()
-            write_json(out, _seed_file(out, seed).stem, {"config": dataclasses.asdict(cfg), "result": result,
-                                                        **seconds})
+            jsonio.write_json_atomic(_seed_file(out, seed), {"config": dataclasses.asdict(cfg), "result": result,
+                                                             **seconds}, portable=True, indent=1)
         else:
             seconds = {k: read_json_object(_seed_file(out, seed), "an erosion seed result").get(k)
                        for k in ("wall_s", "cpu_s")}
@@ -343,7 +344,8 @@ def run_erosion(cfg: ErosionConfig) -> dict:
             geometry_record.write_study_record("erosion", cfg, done, _regime(cfg, s), planned=cfg.run_seeds)
     variants = [v[0] for v in _variants(cfg)]
     summary = summarize(results, variants)
-    write_json(out, "erosion", {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), **summary})
+    jsonio.write_json_atomic(out / "erosion.json", {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s),
+                                                    **summary}, portable=True, indent=1)
     write_markdown(out, "erosion", "Collision vs erosion, energy masking, format isolation (synthetic)",
                    _body(cfg, s, summary, results))
     _plots(out, results, variants)

@@ -33,12 +33,12 @@ from cfka_jax.geometry.net import Net
 from cfka_jax.geometry.stats import compare
 from cfka_jax.geometry.synthetic import make_task
 from cfka_jax.experiments import geometry_record
+from cfka_jax import jsonio
 from cfka_jax.experiments.geometry_common import (
     base_model,
     markdown_table,
     save_plot,
     scale,
-    write_json,
     write_markdown,
 )
 
@@ -134,9 +134,10 @@ def run_onestep(cfg: OnestepConfig) -> dict:
     upd, obs = _token_sets(task, s)
     pairs, summary, blocks = validate(params, net, upd, obs, cfg.eta, s.max_pairs, cfg.pair_seed)
     out = pathlib.Path(cfg.out)
-    write_json(out, "onestep_pairs", {k: v.tolist() for k, v in pairs.items()})
+    jsonio.write_json_atomic(out / "onestep_pairs.json", {k: v.tolist() for k, v in pairs.items()}, portable=True,
+                             indent=1)
     result = {"config": dataclasses.asdict(cfg), "summary": summary, "block_accuracy": blocks}
-    write_json(out, "onestep", result)
+    jsonio.write_json_atomic(out / "onestep.json", result, portable=True, indent=1)
     rows = [[k, *(summary[k][m] for m in ("pearson", "spearman", "spearman_abs", "sign_agreement", "slope"))]
             for k in COMPARISONS]
     rows += [[f"Δlog p vs η(CH1 + {v})", *(summary["variants"][v][m] for m in
@@ -214,7 +215,7 @@ def _coldstart_seed(cfg: ColdstartConfig, seed: int, out: pathlib.Path) -> list[
         _, summary, _ = validate(state.params, net, upd, obs, cfg.eta, s.max_pairs, cfg.pair_seed)
         rows.append({"step": t, **{k: summary[k] for k in COMPARISONS}, "noise_floor": summary["noise_floor"]})
     result = {"config": dataclasses.asdict(cfg), "seed": seed, "checkpoints": rows}
-    write_json(out, "coldstart", result)
+    jsonio.write_json_atomic(out / "coldstart.json", result, portable=True, indent=1)
     table = [[r["step"], *(r[k]["sign_agreement"] for k in COMPARISONS[:3]),
               *(r[k]["pearson"] for k in COMPARISONS[:3])] for r in rows]
     body = markdown_table(["step", "sign A", "sign B", "sign C", "Pearson A", "Pearson B", "Pearson C"], table)

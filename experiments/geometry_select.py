@@ -51,7 +51,8 @@ from cfka_jax.geometry.synthetic import (
 )
 from cfka_jax.train.optim import lr_schedule
 from cfka_jax.jsonio import read_json_object
-from cfka_jax.experiments.geometry_common import _clean, markdown_table, save_plot, write_json, write_markdown
+from cfka_jax import jsonio
+from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_markdown
 
 ROWS_VERSION = 2  # select_rows.json: one entry per seed (its rows, CH2 diagnosis, base accuracy)
 RULES = ("map", "permute")
@@ -258,7 +259,8 @@ def _done_rows(out: pathlib.Path, cfg: SelectConfig) -> list[dict]:
     if not path.exists():
         return []
     data = read_json_object(path, "a selection resume file")
-    same = data.get("config") == _clean(dataclasses.asdict(cfg)) and data.get("version") == ROWS_VERSION
+    same = (data.get("config") == jsonio.portable_json(dataclasses.asdict(cfg))
+            and data.get("version") == ROWS_VERSION)
     return data["rows"] if same else []
 
 
@@ -297,16 +299,17 @@ def run_select(cfg: SelectConfig) -> dict:
             continue
         rows, diagnosis, base_acc = _seed_rows(cfg, s, seed)
         done.append({"seed": seed, "rows": rows, "ch2_diagnosis": diagnosis, "base_accuracy": base_acc})
-        write_json(out, "select_rows", {"config": dataclasses.asdict(cfg), "version": ROWS_VERSION,
-                                        "rows": done})  # resume point
+        jsonio.write_json_atomic(out / "select_rows.json", {"config": dataclasses.asdict(cfg), "version": ROWS_VERSION,
+                                                            "rows": done}, portable=True, indent=1)  # resume point
     rows = [r for d in done for r in d["rows"]]
     keys = ("accuracy", "precision", "balance")
     summary = {m: {key: _mean_std([r[key] for r in rows if r["method"] == m]) for key in keys} for m in METHODS}
     diag = {k: {f: _mean_std([d["ch2_diagnosis"][k][f] for d in done]) for f in done[0]["ch2_diagnosis"][k]}
             for k in done[0]["ch2_diagnosis"]}
     base_acc = _mean_std([d["base_accuracy"] for d in done])
-    write_json(out, "select", {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s),
-                               "base_accuracy": base_acc, "summary": summary, "ch2_diagnosis": diag, "seeds": done})
+    jsonio.write_json_atomic(out / "select.json", {
+        "config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), "base_accuracy": base_acc,
+        "summary": summary, "ch2_diagnosis": diag, "seeds": done}, portable=True, indent=1)
     write_markdown(out, "select", "Top-5 % data selection (synthetic)", _body(cfg, s, summary, diag, base_acc))
     _plot(out, rows)
     return summary

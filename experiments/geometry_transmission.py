@@ -24,7 +24,6 @@ same ``--out`` resumes PT and CPT from their run folders and redoes only the swe
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import pathlib
 
@@ -42,7 +41,6 @@ from cfka_jax.experiments.geometry_common import (
     markdown_table,
     save_plot,
     scale,
-    write_json,
     write_markdown,
 )
 
@@ -123,9 +121,8 @@ def _snapshots(store: dict, steps: list[int], folder: pathlib.Path):
         def evaluate(params, step):
             if step in steps:
                 store[step] = jax.tree.map(np.asarray, nnx.to_pure_dict(params))
-                folder.mkdir(parents=True, exist_ok=True)
                 flat = {"/".join(map(str, k)): v for k, v in flatten_mapping(store[step]).items()}
-                np.savez(folder / f"step_{step}.npz", **flat)
+                jsonio.write_npz_atomic(folder / f"step_{step}.npz", flat)
             return {}
 
         return evaluate
@@ -203,8 +200,7 @@ def _sweep(pt, snaps, steps, probes, train, cfg, s):
                 nets[arch] = (g, rest)
             for task in train:
                 out[(c, name, task)] = trainer.curve(*nets[arch], p_r, train[task], probes[task])
-            path.write_text(json.dumps({"sft": dataclasses.asdict(sft),
-                                        "cells": [[*k, v] for k, v in out.items()]}) + "\n")
+            jsonio.write_json_atomic(path, {"sft": dataclasses.asdict(sft), "cells": [[*k, v] for k, v in out.items()]})
             print(f"[transmission] checkpoint {c}, reset {name}: mean plasticity "
                   f"{np.mean([out[(c, name, t)]['plast'] for t in train]):.4f}", flush=True)
     return out
@@ -269,7 +265,7 @@ def run_transmission(cfg: TransmissionConfig) -> dict:
     result = {"config": dataclasses.asdict(cfg), "checkpoints": steps, "R": r_at, "correlations": corr,
               "sft": [{"checkpoint": c, "reset": r, "task": t, **v} for (c, r, t), v in curves.items()],
               "cpt_final": {k: v for k, v in cpt.final.items() if isinstance(v, (int, float))}}
-    write_json(out, "transmission", result)
+    jsonio.write_json_atomic(out / "transmission.json", result, portable=True, indent=1)
     r_rows = [[t, *(r_at[t][p] for p in probes)] for t in sorted(r_at)]
     body = "R_mean per probe set over CPT steps:\n\n" + markdown_table(["step", *probes], r_rows)
     plast = [[c, r, float(np.mean([curves[(c, r, t)]["plast"] for t in train]))] for c in [0, *steps]

@@ -38,7 +38,8 @@ from cfka_jax.geometry.plasticity import SFTConfig, Trainer, drop_gain
 from cfka_jax.geometry.readout import probe_transmission, transmission_tokens
 from cfka_jax.geometry.resets import ResetConfig, build, reset
 from cfka_jax.geometry.synthetic import ModelConfig
-from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_json, write_markdown
+from cfka_jax import jsonio
+from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_markdown
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,7 +221,6 @@ def _plots(out, runs, corr, checkpoints, reset_main):
 def _cached_seed(out, s: OODScale, seed: int, resets, sft_lr: float) -> dict:
     """:func:`run_seed`, saved to ``out/seed<k>.json``; an earlier run's file with the same scale, resets and SFT
     lr is read back instead (so seeds can run in separate processes and a last call with all seeds pools them)."""
-    from cfka_jax import jsonio
 
     path = out / f"seed{seed}.json"
     key = {"scale": json.loads(json.dumps(dataclasses.asdict(s))), "resets": list(resets), "sft_lr": sft_lr}
@@ -230,8 +230,9 @@ def _cached_seed(out, s: OODScale, seed: int, resets, sft_lr: float) -> dict:
             return {"R": {int(c): v for c, v in saved["R"].items()}, "seconds": saved["seconds"],
                     "params": saved["params"], "curves": {(int(c), r, d): v for c, r, d, v in saved["curves"]}}
     run = run_seed(s, seed, resets, sft_lr)
-    write_json(out, f"seed{seed}", {"key": key, "R": run["R"], "seconds": run["seconds"], "params": run["params"],
-                                    "curves": [[*k, v] for k, v in run["curves"].items()]})
+    jsonio.write_json_atomic(out / f"seed{seed}.json", {
+        "key": key, "R": run["R"], "seconds": run["seconds"], "params": run["params"],
+        "curves": [[*k, v] for k, v in run["curves"].items()]}, portable=True, indent=1)
     return run
 
 
@@ -251,7 +252,7 @@ def run_ood(cfg) -> dict:
               "params": runs[seeds[0]]["params"],
               "sft": [{"seed": seed, "checkpoint": c, "reset": r, "task": t, **v}
                       for seed, run in runs.items() for (c, r, t), v in run["curves"].items()]}
-    write_json(out, "transmission", result)
+    jsonio.write_json_atomic(out / "transmission.json", result, portable=True, indent=1)
     probes = [*TASKS, "bio"]
     body = "R_mean per probe set over CPT steps (mean over seeds):\n\n" + markdown_table(
         ["step", *probes], [[c, *(float(np.mean([run["R"][c][p] for run in runs.values()])) for p in probes)]

@@ -26,11 +26,11 @@ beside the paper's Qwen2.5-0.5B numbers for the same dataset. ``--preset smoke``
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 
 import jax.numpy as jnp
 
+from cfka_jax import jsonio
 from cfka_jax.cli_gen import Flags
 from cfka_jax.continual.replay import build_replay, check_replay_dir
 from cfka_jax.data import knowedit as ke
@@ -39,7 +39,8 @@ from cfka_jax.data.mixing import mix_replay
 from cfka_jax.eval.fluency import MODES as FLUENCY_MODES
 from cfka_jax.eval.fluency import fluency_evaluator, fluency_layout
 from cfka_jax.models import from_pretrained, load_tokenizer
-from cfka_jax.runs.engine import check_loss_chunk, check_run_options, finish_run, resolve_loss_chunk, train_lm
+from cfka_jax.runs.engine import (RunHooks, RunMemory, RunObjective, RunUpdate, check_loss_chunk, check_run_options,
+                                  finish_run, resolve_loss_chunk, train_lm)
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import Method, recipe_components, resolve
 from cfka_jax.runs.methods import optimizer_core, replay_documents, train_hooks, with_update
@@ -201,11 +202,14 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
     factory = lambda g, r: fluency_evaluator(g, r, layouts, batch_size=p.eval_batch,  # noqa: E731
                                              stride=cfg.eval_stride, compute_dtype=DTYPES[cfg.dtype])
     opt = dataclasses.replace(p.cpt.optim(), state_dtype=cfg.opt_state_dtype or "float32")
-    run = train_lm(model, hooks.batch_at, opt=opt, loop=p.cpt.loop(progress=cfg.progress), folder=folder,
-                   evaluate_factory=factory, compute_dtype=DTYPES[cfg.dtype], trainable=trainable, mesh=mesh,
-                   penalty=hooks.penalty, penalty_args=hooks.penalty_args, loss_fn=hooks.loss_fn,
-                   loss_chunk=resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn),
-                   final_checkpoint=cfg.final_checkpoint, optimizer=optimizer_core(resolved, opt))
+    run = train_lm(model, hooks.batch_at,
+                   update=RunUpdate(opt=opt, trainable=trainable, optimizer=optimizer_core(resolved, opt)),
+                   loop=p.cpt.loop(progress=cfg.progress), folder=folder,
+                   objective=RunObjective(loss_fn=hooks.loss_fn, penalty=hooks.penalty, penalty_args=hooks.penalty_args,
+                                          compute_dtype=DTYPES[cfg.dtype]),
+                   memory=RunMemory(mesh=mesh, loss_chunk=resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn),
+                                    final_checkpoint=cfg.final_checkpoint),
+                   hooks=RunHooks(evaluate_factory=factory))
     extra = {"method": method, "alpha": cfg.alpha if resolved.mixes else None, "update": cfg.update,
              "train_docs": len(docs),
              "new_docs": len(data.new_docs), "epochs": p.cpt.steps / batcher.steps_per_epoch, "mixture": mixture}
@@ -252,8 +256,8 @@ def run(cfg: KnowEditRun) -> dict:
     out = pathlib.Path(cfg.out)
     md = f"KnowEdit {data.kind}, {cfg.model}: average soft token accuracy × 100 (final step)\n\n" + table(
         data.kind, results)
-    (out / "table.md").write_text(md)
-    (out / "table.json").write_text(json.dumps(results, indent=1))
+    jsonio.write_text_atomic(out / "table.md", md)
+    jsonio.write_json_atomic(out / "table.json", results, indent=1, newline=False)
     print(md)
     return results
 

@@ -27,10 +27,10 @@ over CPT and corpus sampling at a fixed PT model.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 import statistics
 
+from cfka_jax import jsonio
 from cfka_jax.cli_gen import Flags
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.runs.biography import continual, pretrain
@@ -221,8 +221,8 @@ def report(cfg: ScaleConfig, quiet: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     text = (f"# STOC vs LAMOL vs Random by world size (α = {cfg.alpha}, full update, ×100, final CPT step; "
             f"mean (min–max) over seeds {list(cfg.seeds)})\n\n{markdown(results)}\n")
-    (out / "table.md").write_text(text)
-    (out / "table.json").write_text(json.dumps(results, indent=1))
+    jsonio.write_text_atomic(out / "table.md", text)
+    jsonio.write_json_atomic(out / "table.json", results, indent=1, newline=False)
     if results:
         plot(results, out / "scale.png")
     if not quiet:

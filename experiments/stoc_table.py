@@ -13,7 +13,6 @@ statistics), ``table.json`` and ``original_sfta.png`` (Original sFTA over CPT st
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 
 from cfka_jax import jsonio
@@ -236,8 +235,9 @@ def _write(out: pathlib.Path, cfg: TableConfig, results: dict[Row, dict], histor
            world) -> None:
     text = (f"# STOC table, preset {cfg.preset} (×100, final CPT step)\n\n{markdown(results, pt)}\n\n"
             f"## Replay corpora\n\n{replay_markdown(out, cfg.replay, cfg.kinds, world)}\n")
-    (out / "table.md").write_text(text)
-    (out / "table.json").write_text(json.dumps({"PT": pt, **{r.name: f for r, f in results.items()}}, indent=1))
+    jsonio.write_text_atomic(out / "table.md", text)
+    jsonio.write_json_atomic(out / "table.json", {"PT": pt, **{r.name: f for r, f in results.items()}}, indent=1,
+                             newline=False)
     plot_original(out, results, histories)
 
 

@@ -19,6 +19,7 @@ import pathlib
 
 import numpy as np
 
+from cfka_jax import jsonio
 from cfka_jax.cli_gen import Flags
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.specs import ARCHS
@@ -120,7 +121,7 @@ def main(spec: StreamSpec, tracking: TrackingConfig = TrackingConfig()) -> dict:
         tracker.close()
     out = pathlib.Path(spec.out)
     summary = read_summary(out / "stream.json")
-    (out / "matrix.md").write_text(matrix_markdown(result.matrix, summary["tasks"], spec.metric))
+    jsonio.write_text_atomic(out / "matrix.md", matrix_markdown(result.matrix, summary["tasks"], spec.metric))
     title = f"{','.join(spec.methods)} α={spec.alpha} {spec.rewarm} seed {spec.seed}: {spec.metric}"
     plot_matrix(result.matrix, summary["tasks"], spec.metric, out / "matrix.png", title)
     return summary

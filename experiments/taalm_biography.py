@@ -85,10 +85,6 @@ PRESETS = {
 }
 
 
-def _json(path: pathlib.Path, obj) -> None:
-    jsonio.write_json_atomic(path, obj, indent=1, default=float)  # a kill never leaves a torn result file
-
-
 def pt_model(cfg: BioTaalmConfig, bundle) -> nnx.Module:
     """The finished PT run's model (``runs/folder.RunFolder``; its step must be the preset's)."""
     p = BIOGRAPHY[cfg.preset]
@@ -125,8 +121,9 @@ def phi_stage(cfg: BioTaalmConfig, bundle, model) -> pathlib.Path:
     setup = meta_setup(model, cfg.phi, cfg.theta_lora)
     t0 = time.perf_counter()
     res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, cfg.metatrain, progress=cfg.progress)
-    _json(out / "metatrain.json", {"best_step": res.best_step, "wall_s": time.perf_counter() - t0, "pairs": stats,
-                                   "history": res.history, "validation": res.validation})
+    jsonio.write_json_atomic(out / "metatrain.json", {
+        "best_step": res.best_step, "wall_s": time.perf_counter() - t0, "pairs": stats, "history": res.history,
+        "validation": res.validation}, indent=1, default=float)
     save_phi(folder, merged_phi(setup, res.phi), cfg.phi, step=res.best_step, extra={"pairs": stats},
              made_from=expected)  # phi.json last: it marks a finished stage
     return folder
@@ -196,8 +193,9 @@ def write_table(cfg: BioTaalmConfig, results: dict, stats: dict, rows) -> str:
             f"percentile {stats['w_other_p90']:.3g}; median share of a document's weight on its values "
             f"{stats['value_share_median']:.3f})\n\n{head}{body}")
     jsonio.write_text_atomic(out / "table.md", text)
-    _json(out / "table.json", {"preset": cfg.preset, "method": cfg.method, "phi_weights": stats, "runs": results,
-                               "phi_best_step": meta.get("best_step"), "phi_validation": meta.get("validation")})
+    jsonio.write_json_atomic(out / "table.json", {
+        "preset": cfg.preset, "method": cfg.method, "phi_weights": stats, "runs": results,
+        "phi_best_step": meta.get("best_step"), "phi_validation": meta.get("validation")}, indent=1, default=float)
     if rows:
         report.plot_heatmap(rows[:cfg.heatmap_docs], out / "phi_heatmap.png", title="φ's weights on CPT training "
                             "biographies (red underline: attribute values)")

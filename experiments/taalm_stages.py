@@ -28,11 +28,6 @@ from cfka_jax.runs.method import method_options, resolve
 _RESUMABLE = ("progress", "methods", "twiki_methods", "out")
 
 
-def _json(path: pathlib.Path, obj) -> None:
-    """A result file, written atomically (a kill leaves the old file or the new one, never a torn one)."""
-    jsonio.write_json_atomic(path, obj, indent=1, default=float)
-
-
 def _read(path: pathlib.Path) -> dict:
     """A result file of an earlier (interrupted) run; unreadable: one error naming the file and line."""
     return jsonio.read_json_object(path, "a TAALM result (JSON object)")
@@ -53,7 +48,7 @@ def check_config(out: pathlib.Path, cfg) -> None:
         if diff:
             raise ValueError(f"--out {out} was made with other settings ({path}: {', '.join(diff)} differ); use "
                              f"another --out")
-    _json(path, dataclasses.asdict(cfg))
+    jsonio.write_json_atomic(path, dataclasses.asdict(cfg), indent=1, default=float)
 
 
 def tokenizer(out: pathlib.Path, world):
@@ -75,7 +70,7 @@ def select_sets(out: pathlib.Path, world, score_fn, strict: bool) -> CKLSets:
         return CKLSets(*rows, _read(folder / "stats.json"))
     sets = select_ckl(world, score_fn(), strict=strict)
     sets.write(folder)
-    _json(folder / "stats.json", sets.stats)
+    jsonio.write_json_atomic(folder / "stats.json", sets.stats, indent=1, default=float)
     return sets
 
 
@@ -105,8 +100,9 @@ def phi_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets):
         t0 = time.perf_counter()
         res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, cfg.metatrain, progress=cfg.progress)
         phi = merged_phi(setup, res.phi)
-        _json(out / "metatrain.json", {"best_step": res.best_step, "wall_s": time.perf_counter() - t0,
-                                       "history": res.history, "validation": res.validation})
+        jsonio.write_json_atomic(out / "metatrain.json", {
+            "best_step": res.best_step, "wall_s": time.perf_counter() - t0, "history": res.history,
+            "validation": res.validation}, indent=1, default=float)
         # phi.json last: its presence marks a finished stage (a kill before it re-runs the stage)
         save_phi(folder, phi, cfg.phi, step=res.best_step, extra={"pairs": len(pairs.d)}, made_from=made_from)
     pg, train, frozen, rest = split_trainable(phi, phi_trainable(phi, lora=cfg.phi.lora is not None))
@@ -143,7 +139,7 @@ def lama_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, handle: PhiHan
         theta = build_theta(model, method, cfg.theta_lora, cfg.ckl.kadapter, lora_seed=cfg.lora_seed)
         res = run_lama_ckl(theta, method, stream, probes, cfg.ckl, review=review)
         res["wall_s"] = time.perf_counter() - t0
-        _json(path, res)
+        jsonio.write_json_atomic(path, res, indent=1, default=float)
         results[name] = res
         s = res["summary"]
         print(f"[taalm] LAMA-CKL {name}: Top Acc {s['top_acc']:.4f} (epoch {s['epoch']}), NF Acc "
@@ -173,7 +169,7 @@ def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, se
         method = resolve(name, "ckl", method_options(rho_k=cfg.twiki.rho_k))
         theta = build_theta(model, method, cfg.theta_lora, cfg.twiki.kadapter, lora_seed=cfg.lora_seed)
         results[name] = run_temporalwiki(theta, method, periods, cfg.twiki, review=review)
-        _json(path, results[name])
+        jsonio.write_json_atomic(path, results[name], indent=1, default=float)
         last = results[name][-1]["after"]
         print(f"[taalm] TemporalWiki {name}: last period changed/unchanged NLL {last['changed/nll']:.3f} / "
               f"{last['unchanged/nll']:.3f}", flush=True)
@@ -202,7 +198,7 @@ def write_reports(out: pathlib.Path, cfg, lama: dict, tw: dict, sets: CKLSets, p
                "lama": {k: v["summary"] for k, v in lama.items()},
                "twiki": {k: [{"period": r["period"], "before": r["before"], "after": r["after"]} for r in v]
                          for k, v in tw.items()}}
-    _json(out / "table.json", summary)
+    jsonio.write_json_atomic(out / "table.json", summary, indent=1, default=float)
     text = (f"# TAALM, preset {cfg.preset}\n\nSelection: {json.dumps(sets.stats)}; empty Oracle object masks: "
             f"{oracle_misses}\n\n"
             f"φ weights on TO-LEARN evidence: object tokens {stats['w_object_mean']:.3f}, other tokens "

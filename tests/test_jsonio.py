@@ -151,5 +151,14 @@ def test_portable_json_nulls_nan_and_names_infinities():
     import numpy as np
 
     obj = {1: (np.float32(0.5), np.int64(3), float("nan"), float("inf"), -np.inf), "s": [np.float64("nan")]}
-    assert jsonio.portable(obj) == {"1": [0.5, 3, None, "inf", "-inf"], "s": [None]}
-    assert type(jsonio.portable(np.int64(3))) is int
+    assert jsonio.portable_json(obj) == {"1": [0.5, 3, None, "inf", "-inf"], "s": [None]}
+    assert type(jsonio.portable_json(np.int64(3))) is int
+
+
+def test_portable_json_files_are_strict_json(tmp_path):
+    import numpy as np
+
+    path = tmp_path / "g.json"
+    jsonio.write_json_atomic(path, {"r": np.float32(float("nan")), "e": [1.0, float("-inf")]}, portable=True, indent=1)
+    assert path.read_text() == '{\n "r": null,\n "e": [\n  1.0,\n  "-inf"\n ]\n}\n'
+    assert jsonio.read_json(path) == {"r": None, "e": [1.0, "-inf"]}

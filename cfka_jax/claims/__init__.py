@@ -11,7 +11,7 @@ they never import it). Worked example: docs/proofs.md.
 from cfka_jax.claims.checks import (Order, closed_form_vs_simulation, convergence_order, drift_vs_step,
                                     fitted_order, gradient_vs_finite_differences, property_over_worlds)
 from cfka_jax.claims.export import (format_report, format_table, latex_escape, save_figure, to_json, to_latex,
-                                    to_markdown, write_tables, write_text_atomic)
+                                    to_markdown, write_tables)
 from cfka_jax.claims.record import STATUSES, Claim, Status, at_least, counts, holds, refuted, require_x64, summary
 from cfka_jax.claims.registry import Check, Registry, assign_ids, check, load_checks
 from cfka_jax.theory.predictor import Predictor
@@ -21,5 +21,5 @@ __all__ = [
     "closed_form_vs_simulation", "convergence_order", "counts", "drift_vs_step", "fitted_order", "format_report",
     "format_table", "gradient_vs_finite_differences", "holds", "latex_escape", "load_checks",
     "property_over_worlds", "refuted", "require_x64", "save_figure", "summary", "to_json", "to_latex",
-    "to_markdown", "write_tables", "write_text_atomic",
+    "to_markdown", "write_tables",
 ]

@@ -1,9 +1,10 @@
 """Claims tables: plain text (the terminal), JSON, Markdown and a LaTeX tabular; plots; atomic writes.
 
 ``write_tables(claims, out_dir)`` writes ``proofs.txt``, ``proofs.json``, ``proofs.md`` and ``proofs.tex`` side
-by side, each atomically (a temporary file in the same folder, then ``os.replace``), so an interrupted run never
-leaves a half-written table. The LaTeX tabular keeps the Unicode of the statements (η, λ, ∇ …): compile it with
-XeLaTeX/LuaLaTeX, or with pdfLaTeX and ``newunicodechar``; LaTeX's special characters are escaped.
+by side, each atomically (``jsonio.write_text_atomic``: a temporary file in the same folder, then renamed), so an
+interrupted run never leaves a half-written table. The LaTeX tabular keeps the Unicode of the statements (η, λ,
+∇ …): compile it with XeLaTeX/LuaLaTeX, or with pdfLaTeX and ``newunicodechar``; LaTeX's special characters are
+escaped.
 """
 
 from __future__ import annotations
@@ -17,12 +18,6 @@ from cfka_jax import jsonio
 from cfka_jax.claims.record import Claim, counts
 
 COLUMNS = ("lemma", "claim", "measured", "tolerance", "status")
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> pathlib.Path:
-    """Writes ``text`` (UTF-8) to ``path`` atomically (``cfka_jax/jsonio.py``, the one writer); returns the path."""
-    jsonio.write_text_atomic(path, text)
-    return pathlib.Path(path)
 
 
 def _cells(c: Claim) -> tuple[str, ...]:
@@ -94,7 +89,10 @@ def write_tables(claims: list[Claim], out_dir: str | os.PathLike) -> dict[str, p
     out.mkdir(parents=True, exist_ok=True)
     texts = {"txt": format_report(claims) + "\n", "json": to_json(claims) + "\n", "md": to_markdown(claims) + "\n",
              "tex": to_latex(claims) + "\n"}
-    return {fmt: write_text_atomic(out / f"proofs.{fmt}", text) for fmt, text in texts.items()}
+    paths = {fmt: out / f"proofs.{fmt}" for fmt in texts}
+    for fmt, text in texts.items():
+        jsonio.write_text_atomic(paths[fmt], text)
+    return paths
 
 
 def save_figure(fig, out_dir: str | os.PathLike, name: str) -> pathlib.Path:

@@ -21,12 +21,11 @@ sets share no person. Every record keeps θ0's scores under ``scores.{descriptiv
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 from cfka_jax.data import _ckl_templates as T
 from cfka_jax.data.io import iter_jsonl
-from cfka_jax.jsonio import write_text_atomic
+from cfka_jax.jsonio import write_jsonl_atomic
 from cfka_jax.values import check_float, check_int, check_sizes
 
 _STR = ("relation_code", "uuid", "task_descriptive", "task_schematic", "subject", "object", "relation_label",
@@ -115,8 +114,8 @@ def read_lama_ckl(path: str | os.PathLike) -> tuple[LamaRecord, ...]:
 
 
 def write_lama_ckl(path: str | os.PathLike, records) -> None:
-    """Write records as JSONL, atomically (``jsonio.write_text_atomic``)."""
-    write_text_atomic(path, "".join(json.dumps(r.as_dict(), ensure_ascii=False) + "\n" for r in records))
+    """Write records as JSONL, atomically (``jsonio.write_jsonl_atomic``)."""
+    write_jsonl_atomic(path, (r.as_dict() for r in records), ensure_ascii=False)
 
 
 def schematic_probe(subject: str, relation_label: str, obj: str) -> str:

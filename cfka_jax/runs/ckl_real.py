@@ -155,13 +155,8 @@ class RealCKLSpec:
 # ------------------------------------------------------------------------------------------------- files
 
 
-def write_json(path: pathlib.Path, obj) -> None:
-    """Write ``obj`` atomically (``jsonio.write_json_atomic``: a kill leaves the old file or the whole new one)."""
-    jsonio.write_json_atomic(path, obj, indent=1, default=float)
-
-
 def _read_list(path: pathlib.Path, key: str) -> list[dict]:
-    """A per-epoch / per-period record list written by :func:`write_json`, each record holding ``key``.
+    """A per-epoch / per-period record list written by ``jsonio.write_json_atomic``, each record holding ``key``.
 
     Raises:
       ValueError: invalid JSON (file and line), not a list of objects, or a record without ``key`` (file and index).
@@ -200,7 +195,7 @@ def check_folder(spec: RealCKLSpec) -> pathlib.Path:
 def start_folder(spec: RealCKLSpec) -> pathlib.Path:
     """Write ``out/config.json`` (after :func:`check_folder` and every input check)."""
     out = pathlib.Path(spec.out)
-    write_json(out / "config.json", dataclasses.asdict(spec))
+    jsonio.write_json_atomic(out / "config.json", dataclasses.asdict(spec), indent=1, default=float)
     return out
 
 
@@ -368,9 +363,10 @@ def phi_stage(out: pathlib.Path, spec: RealCKLSpec, theta_model, tok, inputs: Ph
         t0 = time.perf_counter()
         res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, spec.metatrain, progress=spec.progress)
         phi = merged_phi(setup, res.phi)
-        write_json(out / "metatrain.json", {"best_step": res.best_step, "wall_s": time.perf_counter() - t0,
-                                            "pairs": len(pairs.d), "empty_object_masks": pairs.t.empty,
-                                            "history": res.history, "validation": res.validation})
+        jsonio.write_json_atomic(out / "metatrain.json", {
+            "best_step": res.best_step, "wall_s": time.perf_counter() - t0, "pairs": len(pairs.d),
+            "empty_object_masks": pairs.t.empty, "history": res.history, "validation": res.validation},
+            indent=1, default=float)
         save_phi(folder, phi, phi_cfg, step=res.best_step, extra={"pairs": len(pairs.d)},
                  made_from={"tokenizer": tokenizer_fingerprint(tok)})
     pg, train, frozen, rest = split_trainable(phi, phi_trainable(phi, lora=phi_cfg.lora is not None))
@@ -410,13 +406,14 @@ def resumable_lama(folder: pathlib.Path, trainer: Trainer, stream: Stream, probe
     history = [h for h in history if h["epoch"] <= done]
     if not history:
         history = [{"epoch": 0, "train_loss": float("nan"), **trainer.score(probes)}]
-        write_json(hist_path, history)
+        jsonio.write_json_atomic(hist_path, history, indent=1, default=float)
     for epoch in range(done + 1, epochs + 1):
         t0 = time.perf_counter()
         loss = trainer.train_epoch(stream, review, epoch)
         history.append({"epoch": epoch, "train_loss": loss, **trainer.score(probes),
                         "epoch_s": time.perf_counter() - t0})
-        write_json(hist_path, history)  # before the checkpoint: a kill in between redoes this epoch
+        # before the checkpoint: a kill in between redoes this epoch
+        jsonio.write_json_atomic(hist_path, history, indent=1, default=float)
         ckpts.save(epoch, {"state": trainer.state, "key": trainer.key})
     return history
 
@@ -451,7 +448,7 @@ def run_lama(spec: RealCKLSpec) -> dict:
         summary = ckl_summary([h["to_learn/acc"] for h in history], [h["not_to_forget/acc"] for h in history])
         res = {"history": history, "summary": summary, "wall_s": time.perf_counter() - t0,
                "empty_object_masks": {"evidence": stream.docs.empty, **{k: v.empty for k, v in probes.items()}}}
-        write_json(path, res)
+        jsonio.write_json_atomic(path, res, indent=1, default=float)
         shutil.rmtree(out / "lama" / slug(name), ignore_errors=True)
         results[name] = res
         if spec.progress:

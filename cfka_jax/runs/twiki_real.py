@@ -26,13 +26,14 @@ import pathlib
 import shutil
 import time
 
+from cfka_jax import jsonio
 from cfka_jax.continual.ckl import Stream, Trainer, updates_per_epoch
 from cfka_jax.continual.ckl_methods import review_of
 from cfka_jax.data.ckl_encode import encode
 from cfka_jax.data.io import iter_jsonl
 from cfka_jax.data.temporalwiki import PERIODS, PROBE_PERIODS, read_diffset_csv, read_probes
 from cfka_jax.runs.ckl_real import (Placement, RealCKLSpec, _read_list, check_folder, check_theta, load_lm,
-                                    phi_inputs, phi_stage, slug, start_folder, stream_of, theta_for, write_json)
+                                    phi_inputs, phi_stage, slug, start_folder, stream_of, theta_for)
 from cfka_jax.train.checkpoint import CheckpointDir
 
 
@@ -108,7 +109,7 @@ def resumable_twiki(folder: pathlib.Path, trainer: Trainer, periods: list[dict],
         records.append({"period": p["name"], "train_loss": sum(losses) / max(len(losses), 1),
                         "docs": len(p["stream"].docs), "before": before, "after": trainer.score(probes),
                         "period_s": time.perf_counter() - t0})
-        write_json(rec_path, records)
+        jsonio.write_json_atomic(rec_path, records, indent=1, default=float)
         ckpts.save(i, {"params": trainer.state.params, "key": trainer.key})
     return records
 
@@ -153,7 +154,7 @@ def run_twiki(spec: RealCKLSpec) -> dict:
         trainer = Trainer(theta, method, spec.ckl, per_period, put=where.put())
         records = resumable_twiki(out / "twiki" / slug(name), trainer, periods, review_of(method, review),
                                   spec.ckl.epochs)
-        write_json(path, records)
+        jsonio.write_json_atomic(path, records, indent=1, default=float)
         shutil.rmtree(out / "twiki" / slug(name), ignore_errors=True)
         results[name] = records
         if spec.progress:
