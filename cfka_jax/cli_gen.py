@@ -38,7 +38,9 @@ What tyro derives from the class, and what :class:`Flags` adds:
   option values (keys spelled as the fields or the options) over the defaults, each checked as its flag would be,
   and the flags over the file (:meth:`Flags.file_defaults`);
 * :class:`Subcommands` puts several configs behind one command's first word, in one tyro parse
-  (``cfka geometry onestep --eta 1e-4``); each keeps its own :class:`Flags`.
+  (``cfka geometry onestep --eta 1e-4``); each keeps its own :class:`Flags`;
+* :func:`script_main` is the ``python -m`` entry of a study script that has no ``cfka`` subcommand: the same
+  parse, and the same one-line errors with exit status 2.
 
 Errors keep the project's contract (``cfka_jax/cli.py``): a value tyro rejects (an unknown choice, a bad number,
 an unknown option) prints ONE line ``prog: error: ...`` naming the option and exits with status 2, instead of
@@ -456,6 +458,20 @@ class Flags:
     def build(self, parsed):
         """The config (validated once) from tyro's instance of :meth:`command`."""
         return self.config(**self._fields(parsed))
+
+
+def script_main(flags: Flags | Subcommands, command: Callable[[Any], int], argv: Sequence[str] | None = None) -> int:
+    """The ``python -m cfka_jax.experiments.<study>`` entry of a study script: ``command(flags.parse(argv))``. A
+    value the parser refuses exits 2 with one line (as always); a ``ValueError`` or ``OSError`` of the config's
+    ``__post_init__`` or of the run (a bad value, a missing or malformed input) prints one line
+    ``prog: error: ...`` on stderr and exits with status 2, as under ``cfka`` (``cfka_jax/cli.py``); set
+    ``CFKA_TRACEBACK=1`` for the traceback."""
+    try:
+        return command(flags.parse(argv))
+    except (ValueError, OSError) as err:
+        if os.environ.get("CFKA_TRACEBACK"):
+            raise
+        _fail(flags.prog, str(err))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,6 @@ residual median |c_s| / z_s². Float64 (a theory check; switched on in ``main``)
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import pathlib
@@ -31,6 +30,7 @@ import jax.numpy as jnp
 import optax
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags, script_main
 from cfka_jax.theory.diversity import diversity_index, pearson, spearman
 from cfka_jax.theory.model import YZParams, init_raw, init_yz, raw_loss, raw_to_yz, yz_loss
 from cfka_jax.theory.optimum import posterior_kl, query_attention
@@ -125,24 +125,50 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="di_optimizer", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--steps", type=int, default=60_000, help="full-batch steps per cell (the lemma uses 60000)")
-    ap.add_argument("--only", default="", help="comma-separated cell indices (default: all)")
-    a = ap.parse_args(argv)
-    if a.steps < 1:
-        ap.error(f"--steps must be ≥ 1, got {a.steps}")
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Where the Diversity Index predicts attention: the theory model under the optimiser and init LMs are trained
+    with."""
+
+    out: str = ""
+    """output folder (di_optimizer.json)"""
+    steps: int = 60_000
+    """full-batch steps per cell (the lemma uses 60000)"""
+    only: tuple[int, ...] = ()
+    """comma-separated cell indices (default: all)"""
+
+    def __post_init__(self):
+        if not self.out:
+            raise ValueError("--out: an output folder is required")
+        if self.steps < 1:
+            raise ValueError(f"--steps must be ≥ 1, got {self.steps}")
+        bad = [i for i in self.only if not 0 <= i < len(CELLS)]
+        if bad:
+            raise ValueError(f"--only {','.join(map(str, bad))}: no such cell; the cells are 0 to {len(CELLS) - 1}")
+
+    def cells(self) -> tuple[Cell, ...]:
+        return tuple(CELLS[i] for i in self.only) if self.only else CELLS
+
+
+FLAGS = Flags(Config, prog="python -m cfka_jax.experiments.di_optimizer", required=("out",),
+              metavars={"out": "DIR", "only": "I,..."})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def command(cfg: Config) -> int:
+    """Trains the cells, writes ``<out>/di_optimizer.json`` and prints the table (float64: an entry point)."""
     jax.config.update("jax_enable_x64", True)  # an entry point: the theory check runs in float64
-    cells = CELLS if not a.only else tuple(CELLS[int(i)] for i in a.only.split(","))
     world = make_world(MULTI_RELATION)
-    rows = [measure(c, world, a.steps) for c in cells]
-    out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    rows = [measure(c, world, cfg.steps) for c in cfg.cells()]
+    out = pathlib.Path(cfg.out)
     jsonio.write_json_atomic(out / "di_optimizer.json", {"rows": rows, "eta": [ETA_Y, ETA_Z]}, indent=1)
     print(table(rows))
     print(json.dumps({"cells": len(rows), "best_pearson": min(r["pearson"] for r in rows)}))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return script_main(FLAGS, command, argv)
 
 
 if __name__ == "__main__":

@@ -28,3 +28,21 @@ def test_short_adam_cell_learns_and_orders_attention_by_di(tmp_path):
     assert row["optimiser"] == "adam" and row["steps"] == 600
     assert row["final_kl"] < 1e-3
     assert row["pearson"] < -0.8
+
+
+@pytest.mark.parametrize("argv, flag", [(["--steps", "0"], "--steps"), (["--only", "9"], "--only"),
+                                        (["--only", "x"], "--only"), (["--steps", "-1"], "--steps")])
+def test_bad_flags_are_refused_naming_them_before_anything_runs(tmp_path, capsys, argv, flag):
+    with pytest.raises(SystemExit) as err:
+        dio.main(["--out", str(tmp_path / "out"), *argv])
+    assert err.value.code == 2
+    message = capsys.readouterr().err
+    assert flag in message and message.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_config_file_gives_the_options(tmp_path):
+    (tmp_path / "c.toml").write_text('steps = 5\nonly = [0, 3]\nout = "o"\n')
+    cfg = dio.FLAGS.parse(["--config", str(tmp_path / "c.toml"), "--steps", "7"])
+    assert (cfg.steps, cfg.only, cfg.out) == (7, (0, 3), "o") and [c.name for c in cfg.cells()] == [
+        dio.CELLS[0].name, dio.CELLS[3].name]
