@@ -12,12 +12,12 @@ named convention. The theory (spec §2.6) predicts lower attention where the DI 
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import pathlib
 import sys
 
-
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags, script_main
 from cfka_jax.lm_theory import biography as bio
 
 KEYS = ("z_ELM", "slots", "eligible", "n_s")
@@ -65,20 +65,45 @@ def table(rows: list[dict], names: tuple[str, str], di: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cfka_jax.experiments.di_slots", description=__doc__.split("\n\n")[0])
-    p.add_argument("a", help="first di-attention run folder")
-    p.add_argument("b", help="second di-attention run folder")
-    p.add_argument("--di", default="centred_cooccur",
-                   choices=["centred_cooccur", "uncentred_cooccur", "centred_all", "uncentred_all"])
-    args = p.parse_args(argv)
+DI_CONVENTIONS = ("centred_cooccur", "uncentred_cooccur", "centred_all", "uncentred_all")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Attention by slot in two ``cfka di-attention`` panels, over the token types both count (the 1-Aug check)."""
+
+    a: str = ""
+    """first di-attention run folder"""
+    b: str = ""
+    """second di-attention run folder"""
+    di: str = "centred_cooccur"
+    """the Diversity Index convention compared"""
+
+    def __post_init__(self):
+        if not self.a or not self.b:
+            raise ValueError("two di-attention run folders are required (a and b)")
+        if self.di not in DI_CONVENTIONS:
+            raise ValueError(f"--di {self.di!r}: choose from {', '.join(DI_CONVENTIONS)}")
+
+
+FLAGS = Flags(Config, prog="python -m cfka_jax.experiments.di_slots", positional=("a", "b"), required=("a", "b"),
+              choices={"di": lambda: DI_CONVENTIONS}, metavars={"a": "A", "b": "B"})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def command(cfg: Config) -> int:
+    """Prints the slot table; a missing or malformed panel is one line ``error: ...``, status 2."""
     try:
-        rows = compare(load(args.a, args.di), load(args.b, args.di), args.di)
+        rows = compare(load(cfg.a, cfg.di), load(cfg.b, cfg.di), cfg.di)
     except (OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(table(rows, (pathlib.Path(args.a).name, pathlib.Path(args.b).name), args.di))
+    print(table(rows, (pathlib.Path(cfg.a).name, pathlib.Path(cfg.b).name), cfg.di))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return script_main(FLAGS, command, argv)
 
 
 if __name__ == "__main__":

@@ -45,3 +45,11 @@ def test_missing_array_is_one_line_error_naming_the_file(tmp_path, capsys):
     assert di_slots.main([str(d), str(d)]) == 2
     err = capsys.readouterr().err
     assert "attention.npz" in err and err.count("\n") == 1
+
+
+def test_flags_parse_in_any_order_and_a_bad_convention_is_refused(tmp_path, capsys):
+    assert di_slots.FLAGS.parse(["--di", "centred_all", "x", "y"]) == di_slots.Config("x", "y", "centred_all")
+    assert di_slots.FLAGS.parse(["x", "y", "--di", "centred_all"]) == di_slots.Config("x", "y", "centred_all")
+    with pytest.raises(SystemExit) as err:
+        di_slots.main(["x", "y", "--di", "centred"])
+    assert err.value.code == 2 and "--di" in capsys.readouterr().err
