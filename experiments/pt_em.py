@@ -12,13 +12,14 @@ biographies per person both are high. EM as in the PT run (``eval/em.py``: T = 0
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import pathlib
 
 import jax
 from flax import nnx
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags, script_main
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.eval.em import em_prompts, exact_match_rate
 from cfka_jax.runs.biography import build_model
@@ -53,20 +54,46 @@ def train_test_em(preset: str, pt_dir: str, arch: str = "qwen", bpe_vocab: int |
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", required=True, help="the PT run's Biography preset")
-    ap.add_argument("--pt-dir", required=True, help="a finished PT run folder")
-    ap.add_argument("--arch", default="qwen", choices=ARCHS)
-    ap.add_argument("--bpe-vocab", type=int, default=None)
-    ap.add_argument("--cache-dir", default="runs/data-cache")
-    a = ap.parse_args(argv)
-    try:
-        out = train_test_em(a.preset, a.pt_dir, a.arch, a.bpe_vocab, a.cache_dir)
-    except ValueError as err:
-        ap.error(str(err))
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Generation EM of a finished Biography PT model on its training and its test biographies (memorised vs
+    extracted)."""
+
+    preset: str = ""
+    """the PT run's Biography preset"""
+    pt_dir: str = ""
+    """a finished PT run folder"""
+    arch: str = "qwen"
+    """the PT run's model family"""
+    bpe_vocab: int | None = None
+    """the PT run's BPE vocabulary size (default: the preset's tokenizer)"""
+    cache_dir: str = "runs/data-cache"
+    """where generated worlds and packs are cached"""
+
+    def __post_init__(self):
+        if self.preset not in BIOGRAPHY:
+            raise ValueError(f"--preset {self.preset!r}: choose from {', '.join(BIOGRAPHY)}")
+        if not self.pt_dir:
+            raise ValueError("--pt-dir: a finished PT run folder is required")
+        if self.arch not in ARCHS:
+            raise ValueError(f"--arch {self.arch!r}: choose from {', '.join(ARCHS)}")
+
+
+FLAGS = Flags(Config, prog="python -m cfka_jax.experiments.pt_em", required=("preset", "pt_dir"),
+              choices={"preset": lambda: list(BIOGRAPHY), "arch": lambda: list(ARCHS)},
+              metavars={"pt_dir": "DIR", "cache_dir": "DIR", "bpe_vocab": "N"})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def command(cfg: Config) -> int:
+    """Writes ``<pt-dir>/em_train_test.json`` and prints its numbers."""
+    out = train_test_em(cfg.preset, cfg.pt_dir, cfg.arch, cfg.bpe_vocab, cfg.cache_dir)
     print(" ".join(f"{k} {v:.3f}" for k, v in out.items() if isinstance(v, float)))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return script_main(FLAGS, command, argv)
 
 
 if __name__ == "__main__":

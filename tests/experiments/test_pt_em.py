@@ -24,3 +24,12 @@ def test_unfinished_pt_folder_names_the_flag(tmp_path):
     with pytest.raises(SystemExit) as err:
         main(["--preset", "smoke", "--pt-dir", str(tmp_path)])
     assert err.value.code == 2
+
+
+@pytest.mark.parametrize("argv, flag", [(["--preset", "nope", "--pt-dir", "x"], "--preset"),
+                                        (["--preset", "smoke", "--pt-dir", "x", "--bpe-vocab", "-5"], "--bpe-vocab"),
+                                        (["--preset", "smoke", "--pt-dir", "x", "--arch", "gpt"], "--arch")])
+def test_bad_flags_are_refused_naming_them(capsys, argv, flag):
+    with pytest.raises(SystemExit) as err:
+        main(argv)
+    assert err.value.code == 2 and flag in capsys.readouterr().err
