@@ -13,9 +13,7 @@ Writes ``<table>/retention-<corpus>.json`` and prints a markdown table.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import pathlib
 
 import jax
@@ -24,6 +22,7 @@ from datasets import load_from_disk
 from flax import nnx
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags, script_main
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.eval.batches import row_blocks, take
 from cfka_jax.eval.coverage import voiced_facts
@@ -81,22 +80,53 @@ def retention(table: pathlib.Path, corpus: str, runs: list[str], cache_dir: str)
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--table", required=True, help="a stoc-table folder, or a stoc-scale seed folder (<world>/seed<k>)")
-    ap.add_argument("--corpus", default="stoc", choices=["stoc", "random", "lamol"])
-    ap.add_argument("--runs", nargs="+", required=True, help="full-update CPT run folders inside --table")
-    ap.add_argument("--cache-dir", default="runs/data-cache")
-    a = ap.parse_args(argv)
-    table = pathlib.Path(a.table)
-    res = retention(table, a.corpus, a.runs, a.cache_dir)
-    (table / f"retention-{a.corpus}.json").write_text(json.dumps(res, indent=1))
-    print(f"facts voiced by the {a.corpus} corpus: {res['voiced_occurrences']} Original occurrences, "
+CORPORA = ("stoc", "random", "lamol")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Does generative replay keep exactly the old facts it voices? Per-fact retention after CPT, split by
+    replay."""
+
+    table: str = ""
+    """a stoc-table folder, or a stoc-scale seed folder (<world>/seed<k>)"""
+    corpus: str = "stoc"
+    """the replay corpus (<table>/replay-<corpus>) whose voiced facts are split off"""
+    runs: tuple[str, ...] = ()
+    """full-update CPT run folders inside --table"""
+    cache_dir: str = "runs/data-cache"
+    """where generated worlds and packs are cached"""
+
+    def __post_init__(self):
+        if not self.table:
+            raise ValueError("--table: a stoc-table folder is required")
+        if self.corpus not in CORPORA:
+            raise ValueError(f"--corpus {self.corpus!r}: choose from {', '.join(CORPORA)}")
+        if not self.runs:
+            raise ValueError("--runs: at least one CPT run folder inside --table is required")
+
+
+FLAGS = Flags(Config, prog="python -m cfka_jax.experiments.replay_retention", required=("table", "runs"),
+              choices={"corpus": lambda: CORPORA}, spaced=("runs",), inputs=("table",),
+              metavars={"table": "DIR", "runs": "RUN [RUN ...]", "cache_dir": "DIR"})
+"""The command line generated from :class:`Config` (``cfka_jax/cli_gen.py``)."""
+
+
+def command(cfg: Config) -> int:
+    """Writes ``<table>/retention-<corpus>.json`` and prints the voiced / unvoiced sFTA table."""
+    table = pathlib.Path(cfg.table)
+    res = retention(table, cfg.corpus, list(cfg.runs), cfg.cache_dir)
+    jsonio.write_json_atomic(table / f"retention-{cfg.corpus}.json", res, indent=1, newline=False)
+    print(f"facts voiced by the {cfg.corpus} corpus: {res['voiced_occurrences']} Original occurrences, "
           f"unvoiced: {res['unvoiced_occurrences']}\n\n| run | voiced sFTA | unvoiced sFTA | all |\n|---|---|---|---|")
-    for run in a.runs:
+    for run in cfg.runs:
         r = res[run]
         print(f"| {run} | {100 * r['voiced_sFTA']:.1f} | {100 * r['unvoiced_sFTA']:.1f} | {100 * r['all_sFTA']:.1f} |")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return script_main(FLAGS, command, argv)
 
 
 if __name__ == "__main__":

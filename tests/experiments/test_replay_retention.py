@@ -21,3 +21,19 @@ def test_mean_of_occurrence_soft_is_sfta(tmp_path):
     soft = occurrence_soft(logits_fn, params, packed, targets, batch=7)
     assert soft.shape == targets.chunk.shape and (soft > 0).all()
     np.testing.assert_allclose(soft.mean(), fta(logits_fn, params, packed, targets)["sFTA"], rtol=F32.exact_rtol)
+
+
+def test_flags_keep_their_argparse_spelling_and_refuse_bad_values(tmp_path, capsys):
+    import pytest
+
+    from cfka_jax.experiments.replay_retention import FLAGS, Config, main
+
+    cfg = FLAGS.parse(["--table", str(tmp_path), "--corpus", "lamol", "--runs", "cpt-a", "cpt-b",
+                       "--cache-dir", "c"])
+    assert cfg == Config(str(tmp_path), "lamol", ("cpt-a", "cpt-b"), "c")
+    for argv, flag in ((["--table", str(tmp_path), "--runs", "a", "--corpus", "lama"], "--corpus"),
+                       (["--table", str(tmp_path / "none"), "--runs", "a"], "--table"),
+                       (["--table", str(tmp_path)], "--runs")):
+        with pytest.raises(SystemExit) as err:
+            main(argv)
+        assert err.value.code == 2 and flag in capsys.readouterr().err
