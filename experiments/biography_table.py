@@ -2,13 +2,14 @@
 PT replicates and CPT seeds.
 
     python -m cfka_jax.experiments.biography_table --preset small --out runs/table-small
-    python -m cfka_jax.experiments.biography_table --preset small --ewc-lambda 1e6 --pt-seeds 0,1 --seeds 0,1,2 \\
-        --out runs/bio-s3 --record cfka/biography_small
+    python -m cfka_jax.experiments.biography_table --preset small --ewc-lambda 1e6 --ewc-sweep 1e4,1e8 \\
+        --pt-seeds 0,1 --seeds 0,1,2 --out runs/bio-s3 --record cfka/biography_small
 
 The claims it measures (``cfka claims``): cfka.all-vs-half, cfka.full-vs-freeze, cfka.lora-worst-low-alpha and
 cfka.ewc-lm (the Biography cells). Every PT replicate ``k`` of ``--pt-seeds`` is its own PT run from seed ``k``
 in ``<out>/pt-seed<k>/``; every CPT cell of ``--cells`` (:data:`CELLS`) runs from each PT replicate with each
-CPT seed of ``--seeds``, into ``<out>/cpt-<cell>/pt<k>-seed<s>/``. Each finished replicate leaves
+CPT seed of ``--seeds``, into ``<out>/cpt-<cell>/pt<k>-seed<s>/`` (the ewc cell also at every λ of
+``--ewc-sweep``, ``<out>/cpt-ewc-full-lambda<λ>/``). Each finished replicate leaves
 ``replicate.json`` there (atomically); a study started again skips those (``experiments/replicates.py``).
 
 Written as replicates finish: ``table.md`` (per cell the mean and range over every run of Original sFTA/hFTA/EM,
@@ -37,7 +38,7 @@ from cfka_jax.runs.biography import continual, pretrain
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY, lookup
 from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec
-from cfka_jax.values import float_arg
+from cfka_jax.values import float_arg, floats_arg
 
 VARIANTS = (
     ("naive", "full", None),
@@ -55,6 +56,8 @@ RECORD_KIND = {"naive": "naive", "ewc": "ewc", "replay-all": "real_all", "replay
 """Method → the record's ``kind`` (the names of ``cfka/biography_small``)."""
 METRICS = {c: c.lower().replace("/", "_") for c in COLUMNS} | {"Train/sFTA": "train_sfta"}
 """Final metric → record column (×100, as the paper reports them)."""
+FACTORS = ("kind", "update", "ewc_lambda")
+"""What tells the cells of the record apart (the summary's cells)."""
 RESULT = "replicate.json"
 """A finished replicate's result file, in its run folder."""
 CLOCK = Clock()
@@ -74,6 +77,8 @@ class TableConfig:
     """model family of the PT and CPT runs"""
     ewc_lambda: float = 1e3
     """EWC strength λ >= 0 of the ewc cell"""
+    ewc_sweep: tuple[float, ...] = ()
+    """more EWC strengths: the ewc cell runs at each of these too (folders cpt-ewc-full-lambda<λ>/)"""
     seeds: tuple[int, ...] = (0,)
     """CPT seeds: every cell runs once per seed from every PT replicate"""
     pt_seeds: tuple[int, ...] = (0,)
@@ -98,11 +103,16 @@ class TableConfig:
         if self.record is not None and (not self.record or self.record.startswith("/")
                                         or ".." in pathlib.PurePosixPath(self.record).parts):
             raise ValueError(f"--record must be a relative name under --results without '..', got {self.record!r}")
+        if self.ewc_sweep and ("ewc-full" not in self.cells or self.ewc_lambda in self.ewc_sweep
+                               or len(set(self.ewc_sweep)) != len(self.ewc_sweep)):
+            raise ValueError(f"--ewc-sweep runs the ewc-full cell at more λ than --ewc-lambda {self.ewc_lambda:g}: "
+                             f"distinct values other than it, with ewc-full among --cells; got "
+                             f"{','.join(f'{x:g}' for x in self.ewc_sweep)}")
         for k in self.pt_seeds:  # every run's spec (method, update, λ, arch), before anything runs
             pt_spec(self, k)
             for s in self.seeds:
-                for cell in self.cells:
-                    cell_spec(self, cell, k, s)
+                for cell, lam in cell_runs(self):
+                    cell_spec(self, cell, k, s, lam)
 
     @property
     def folder(self) -> pathlib.Path:
@@ -115,11 +125,24 @@ def pt_spec(cfg: TableConfig, pt_seed: int) -> PTSpec:
                   cache_dir=cfg.cache_dir, progress=cfg.progress)
 
 
-def cell_spec(cfg: TableConfig, cell: str, pt_seed: int, seed: int) -> CPTSpec:
-    """One CPT replicate: ``cell`` from PT replicate ``pt_seed`` with CPT seed ``seed`` (validated on construction)."""
+def cell_runs(cfg: TableConfig) -> list[tuple[str, float | None]]:
+    """The CPT cells as run: (cell, EWC λ of the run; None: ``--ewc-lambda``), the ewc cell once per λ."""
+    return [(cell, lam) for cell in cfg.cells
+            for lam in ((None, *cfg.ewc_sweep) if CELLS[cell][0] == "ewc" else (None,))]
+
+
+def cell_folder(cfg: TableConfig, cell: str, lam: float | None) -> pathlib.Path:
+    """``<out>/cpt-<cell>``, and ``<out>/cpt-<cell>-lambda<λ>`` for the λ of ``--ewc-sweep``."""
+    return cfg.folder / (f"cpt-{cell}" if lam is None else f"cpt-{cell}-lambda{lam:g}")
+
+
+def cell_spec(cfg: TableConfig, cell: str, pt_seed: int, seed: int, lam: float | None = None) -> CPTSpec:
+    """One CPT replicate: ``cell`` (at EWC strength ``lam``, default ``--ewc-lambda``) from PT replicate
+    ``pt_seed`` with CPT seed ``seed`` (validated on construction)."""
     method, update, alpha = CELLS[cell]
-    return CPTSpec(preset=cfg.preset, out=str(cfg.folder / f"cpt-{cell}" / f"pt{pt_seed}-seed{seed}"), method=method,
-                   update=update, alpha=alpha or 0.5, ewc_lambda=cfg.ewc_lambda, arch=cfg.arch, seed=seed,
+    return CPTSpec(preset=cfg.preset, out=str(cell_folder(cfg, cell, lam) / f"pt{pt_seed}-seed{seed}"),
+                   method=method, update=update, alpha=alpha or 0.5,
+                   ewc_lambda=cfg.ewc_lambda if lam is None else lam, arch=cfg.arch, seed=seed,
                    pt_dir=str(rep.pt_folder(cfg.folder, pt_seed)), cache_dir=cfg.cache_dir, progress=cfg.progress)
 
 
@@ -136,8 +159,8 @@ def check_inputs(cfg: TableConfig) -> None:
         spec = pt_spec(cfg, k)
         RunFolder(spec.out).check(spec, spec.scale)
         for s in cfg.seeds:
-            for cell in cfg.cells:
-                spec = cell_spec(cfg, cell, k, s)
+            for cell, lam in cell_runs(cfg):
+                spec = cell_spec(cfg, cell, k, s, lam)
                 RunFolder(spec.out).check(spec, spec.scale)
 
 
@@ -154,16 +177,17 @@ def run_pt(cfg: TableConfig, pt_seed: int, data):
                                       **clock.elapsed()}), run
 
 
-def run_cell(cfg: TableConfig, cell: str, pt_seed: int, seed: int, pt, data) -> dict:
+def run_cell(cfg: TableConfig, cell: str, lam: float | None, pt_seed: int, seed: int, pt, data) -> dict:
     """One CPT replicate (skipped when its result file is there); its result."""
-    spec = cell_spec(cfg, cell, pt_seed, seed)
+    spec = cell_spec(cfg, cell, pt_seed, seed, lam)
     path = pathlib.Path(spec.out) / RESULT
     done = rep.finished(path, spec.out, spec)
     if done is not None:
         return done
     clock = Clock()
     run = continual(spec, pt, data)
-    return rep.write_replicate(path, {"cell": cell, "pt_seed": pt_seed, "seed": seed, "run": spec.out,
+    return rep.write_replicate(path, {"cell": cell, "ewc_lambda": spec.ewc_lambda, "pt_seed": pt_seed, "seed": seed,
+                                      "run": spec.out,
                                       "final": run.final, **clock.elapsed()})
 
 
@@ -176,8 +200,8 @@ def main_cfg(cfg: TableConfig) -> list[dict]:
         _, pt = run_pt(cfg, k, data)
         write_outputs(cfg)
         for s in cfg.seeds:
-            for cell in cfg.cells:
-                run_cell(cfg, cell, k, s, pt, data)
+            for cell, lam in cell_runs(cfg):
+                run_cell(cfg, cell, lam, k, s, pt, data)
                 write_outputs(cfg)
     rows = write_outputs(cfg)
     print(markdown(rows))
@@ -198,27 +222,30 @@ def collect(cfg: TableConfig) -> tuple[list[dict], dict]:
             rows.append({"kind": "pt", "update": "full", "pt": rep.pt_label(k), **_values(res["final"])})
             seconds[f"pt{k}"] = {"wall_s": res.get("wall_s"), "cpu_s": res.get("cpu_s")}
         for s in cfg.seeds:
-            for cell in cfg.cells:
-                path = pathlib.Path(cell_spec(cfg, cell, k, s).out) / RESULT
+            for cell, lam in cell_runs(cfg):
+                spec = cell_spec(cfg, cell, k, s, lam)
+                path = pathlib.Path(spec.out) / RESULT
                 if not path.exists():
                     continue
                 res = jsonio.read_json_object(path)
                 method, update, alpha = CELLS[cell]
-                extra = {"ewc_lambda": cfg.ewc_lambda} if method == "ewc" else {"alpha": alpha} if alpha else {}
+                extra = {"ewc_lambda": spec.ewc_lambda} if method == "ewc" else {"alpha": alpha} if alpha else {}
                 rows.append({"kind": RECORD_KIND[method], "update": update, "pt": rep.pt_label(k), "seed": s,
                              **_values(res["final"]), **extra})
-                seconds[f"{cell}/pt{k}-seed{s}"] = {"wall_s": res.get("wall_s"), "cpu_s": res.get("cpu_s")}
+                seconds[f"{cell_folder(cfg, cell, lam).name[4:]}/pt{k}-seed{s}"] = {"wall_s": res.get("wall_s"),
+                                                                                    "cpu_s": res.get("cpu_s")}
     return rows, seconds
 
 
 def markdown(rows: list[dict]) -> str:
     """Per cell, the mean (range, n) of each column over its runs."""
     cols = [METRICS[c] for c in COLUMNS]
-    summary = rep.summary(rows, ("kind", "update"), cols)
+    summary = rep.summary(rows, FACTORS, cols)
     lines = ["| run | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
-    for kind, update in dict.fromkeys((r["kind"], r["update"]) for r in rows):
-        cells = {e["metric"]: rep.show(e) for e in summary if (e["kind"], e["update"]) == (kind, update)}
-        name = "PT" if kind == "pt" else f"{kind} {update}"
+    for kind, update, lam in dict.fromkeys(tuple(r.get(f) for f in FACTORS) for r in rows):
+        cells = {e["metric"]: rep.show(e) for e in summary if (e["kind"], e["update"], e["ewc_lambda"]) == (
+            kind, update, lam)}
+        name = "PT" if kind == "pt" else f"{kind} {update}" + (f" λ={lam:g}" if lam is not None else "")
         lines.append(f"| {name} | " + " | ".join(cells.get(c, "–") for c in cols) + " |")
     return "\n".join(lines)
 
@@ -228,7 +255,7 @@ def write_outputs(cfg: TableConfig) -> list[dict]:
     rows, seconds = collect(cfg)
     if not rows:
         return rows
-    summary = rep.summary(rows, ("kind", "update"), [*METRICS.values()])
+    summary = rep.summary(rows, FACTORS, [*METRICS.values()])
     jsonio.write_json_atomic(cfg.folder / "table.json", {"preset": cfg.preset, "seeds": list(cfg.seeds),
                                                           "pt_seeds": list(cfg.pt_seeds), "rows": rows,
                                                           "summary": summary}, indent=1)
@@ -245,8 +272,9 @@ def write_table_record(cfg: TableConfig, rows: list[dict], summary: list[dict], 
            for r in rows if r["kind"] == "pt"}
     regime = {"model": f"{cfg.arch} port, preset {cfg.preset} (d = {p.model.hidden}, {p.model.layers} blocks)",
               "world": f"{cfg.preset} preset ({p.people[0]} PT + {p.people[1]} CPT people)" if p.people else cfg.preset,
-              "dose": f"PT {p.pt.steps} steps; CPT {p.cpt.steps} steps of {p.cpt.batch} × {p.data_config().seq_len} tokens; real "
-                      f"replay α = 0.5; EWC λ = {cfg.ewc_lambda:g}",
+              "dose": f"PT {p.pt.steps} steps; CPT {p.cpt.steps} steps of {p.cpt.batch} × "
+                      f"{p.data_config().seq_len} tokens; real replay α = 0.5; EWC λ = "
+                      + ", ".join(f"{x:g}" for x in (cfg.ewc_lambda, *cfg.ewc_sweep)),
               "pt_quality": pts}
     cpt_rows = [r for r in rows if r["kind"] != "pt"]
     prov = provenance(config=dataclasses.asdict(cfg), seeds=sorted({r["seed"] for r in cpt_rows}),
@@ -259,7 +287,7 @@ def write_table_record(cfg: TableConfig, rows: list[dict], summary: list[dict], 
 
 FLAGS = Flags(TableConfig, prog="python -m cfka_jax.experiments.biography_table",
               choices={"preset": lambda: list(BIOGRAPHY), "arch": lambda: list(ARCHS), "cells": lambda: list(CELLS)},
-              parsers={"ewc_lambda": float_arg(lo=0.0)},
+              parsers={"ewc_lambda": float_arg(lo=0.0), "ewc_sweep": floats_arg(lo=0.0)},
               metavars={"out": "DIR", "cache_dir": "DIR", "results": "DIR", "record": "NAME"},
               help={"cells": "the CPT cells to run, of " + ", ".join(CELLS) + " (default: all)"})
 """The command line generated from :class:`TableConfig`."""

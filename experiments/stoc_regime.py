@@ -303,14 +303,16 @@ def train_cell(cfg: RegimeConfig, kind: str | None, seed: int, data) -> dict:
 def markdown(rows: list[dict]) -> str:
     """One line per corpus / CPT run; a first column PT when the rows come from several PT models."""
     by_pt = any("pt" in r for r in rows)
-    head = ["PT"] * by_pt + ["kind", "seed", "PT step", "distinct prompts", "prompts at 0 (%)", "names real old (%)", "names new (%)",
-            "names invented (%)", "old facts voiced (%)", "true values / mention (%)", "voiced interfered (%)",
-            "voiced rest (%)", "Original sFTA", "Original EM", "Continual sFTA", "retention interfered",
-            "retention rest"]
+    head = ["PT"] * by_pt + [
+        "kind", "seed", "PT step", "distinct prompts", "prompts at 0 (%)", "names real old (%)", "names new (%)",
+        "names invented (%)", "old facts voiced (%)", "true values / mention (%)", "voiced interfered (%)",
+        "voiced rest (%)", "Original sFTA", "Original EM", "Continual sFTA", "retention interfered",
+        "retention rest"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     pct = lambda r, k: f"{100 * r[k]:.1f}" if k in r else "–"  # noqa: E731
     for r in rows:
-        cells = [str(r.get("pt"))] * by_pt + [r["kind"], str(r["seed"]), str(r.get("pt_step", "–")), str(r.get("distinct_prompts", "–"))]
+        cells = [str(r.get("pt"))] * by_pt + [r["kind"], str(r["seed"]), str(r.get("pt_step", "–")),
+                                              str(r.get("distinct_prompts", "–"))]
         cells += [pct(r, k) for k in MEASURES]
         cells += [pct(r, k) for k in ("Original/sFTA", "Original/EM", "Continual/sFTA", "retention/interfered",
                                       "retention/rest")]

@@ -1,6 +1,7 @@
 """experiments/biography_table.py: the generated command line, replicates over PT seeds × CPT seeds (resumed,
 refused when a folder holds another run), the record the claims read, and (slow) a smoke table end to end."""
 
+import dataclasses
 import json
 import types
 
@@ -37,7 +38,7 @@ def test_every_earlier_flag_parses_with_its_meaning_and_the_new_ones_too():
 @pytest.mark.parametrize("argv, words", [(["--seeds", "0,0"], "--seeds"), (["--pt-seeds", "1,1"], "--pt-seeds"),
                                          (["--seeds", "-1"], "--seeds"), (["--cells", "bogus"], "--cells"),
                                          (["--ewc-lambda", "-1"], "--ewc-lambda"), (["--preset", "tiny"], "--preset"),
-                                         (["--record", "../x"], "--record")])
+                                         (["--record", "../x"], "--record"), (["--ewc-sweep", "1,-2"], "--ewc-sweep")])
 def test_a_bad_value_is_one_line_naming_the_option(argv, words, capsys, tmp_path):
     with pytest.raises(SystemExit) as err:
         table.main([*argv, "--out", str(tmp_path / "t")])
@@ -96,6 +97,20 @@ def test_replicates_run_per_pair_resume_and_make_a_record_the_rules_read(tmp_pat
     assert table.main_cfg(cfg) == rows and calls == []  # every replicate's result is there: nothing runs again
     (tmp_path / "t" / "cpt-replay-all-full" / "pt0-seed1" / "replicate.json").unlink()
     assert table.main_cfg(cfg) == rows and calls == [str(tmp_path / "t" / "cpt-replay-all-full" / "pt0-seed1")]
+
+    calls.clear()
+    sweep = dataclasses.replace(cfg, cells=("ewc-full",), ewc_sweep=(1e4, 1e8), seeds=(0,), pt_seeds=(0,),
+                                record="cfka/ewc")
+    table.main_cfg(sweep)
+    assert calls == [str(tmp_path / "t" / name / "pt0-seed0") for name in
+                     ("cpt-ewc-full", "cpt-ewc-full-lambda10000", "cpt-ewc-full-lambda1e+08")]
+    ewc = load_records(tmp_path / "results")["cfka/ewc"]
+    assert sorted(r["ewc_lambda"] for r in ewc.select(kind="ewc")) == [1e3, 1e4, 1e8]
+    assert "ewc full λ=1e+08" in (tmp_path / "t" / "table.md").read_text()
+    with pytest.raises(ValueError, match="--ewc-sweep"):
+        dataclasses.replace(sweep, ewc_sweep=(1e3,))
+    with pytest.raises(ValueError, match="--ewc-sweep"):
+        dataclasses.replace(sweep, cells=("naive-full",))
 
     other = table.TableConfig(preset="smoke", out=str(tmp_path / "t"), seeds=(0,), pt_seeds=(0,),
                               cells=("replay-all-full",), ewc_lambda=5.0, arch="pythia", progress=False)
