@@ -477,7 +477,8 @@ def script_main(flags: Flags | Subcommands, command: Callable[[Any], int], argv:
 @dataclasses.dataclass(frozen=True)
 class Subcommands:
     """One command whose first word picks one of several configs (``cfka geometry onestep --eta 1e-4``): one tyro
-    parse of the union of their generated classes; each keeps its own :class:`Flags` (choices, names, help).
+    parse of the union of their generated classes; each keeps its own :class:`Flags` (choices, names, help), and
+    ``<sub> --config FILE`` is that subcommand's :meth:`Flags.parse` (the file's values over the defaults).
 
     ``parse`` returns ``(name, config)``.
     """
@@ -490,7 +491,10 @@ class Subcommands:
     def parse(self, argv: Sequence[str] | None = None):
         argv = sys.argv[1:] if argv is None else list(argv)
         if argv and argv[0] in self.commands:
-            self.commands[argv[0]].refuse_repeats(argv[1:])
+            flags = self.commands[argv[0]]
+            flags.refuse_repeats(argv[1:])
+            if flags._config_option(argv[1:])[1] is not None:  # --config FILE: the subcommand's own layered parse
+                return argv[0], flags.parse(argv[1:])
         classes = {name: flags.command() for name, flags in self.commands.items()}
         union = typing.Union[tuple(Annotated[cls, tyro.conf.subcommand(name, description=self.help.get(name))]
                                    for name, cls in classes.items())]

@@ -13,12 +13,14 @@ PT run; each configuration × seed is a resumable ``cfka stream`` folder ``<root
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import pathlib
 
 import numpy as np
 
 from cfka_jax import jsonio
+from cfka_jax.cli_gen import Flags, Subcommands, script_main
+from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.runs.stream import StreamSpec, read_summary
 
 CONFIGS = {
@@ -85,24 +87,23 @@ def spec_of(name: str, seed: int, args) -> StreamSpec:
                       progress=False, **CONFIGS[name])
 
 
-def run(args) -> None:
+def run(cfg: RunConfig) -> None:
+    """Runs this worker's share of the jobs (:func:`jobs`), each a resumable ``cfka stream`` folder (or the re-train
+    reference)."""
     from cfka_jax.experiments.stream import main
 
     from cfka_jax.runs.retrain import RetrainSpec, retrain
 
-    names = args.configs.split(",") if args.configs else list(CONFIGS)
-    unknown = sorted(set(names) - set(CONFIGS) - {RETRAIN})
-    if unknown:
-        raise ValueError(f"--configs: unknown {unknown}; known {sorted(CONFIGS) + [RETRAIN]}")
-    i, n = (int(x) for x in args.worker.split("/"))
-    for k, (name, seed) in enumerate(jobs(names, [int(s) for s in args.seeds.split(",")])):
+    names = list(cfg.configs) or list(CONFIGS)
+    i, n = cfg.worker_share()
+    for k, (name, seed) in enumerate(jobs(names, list(cfg.seeds))):
         if k % n == i:
             print(f"[sweep] {name} seed {seed}", flush=True)
             if name == RETRAIN:
-                retrain(RetrainSpec(preset=args.preset, out=str(pathlib.Path(args.root) / f"{name}-seed{seed}"),
-                                    stages=3, seed=seed, cache_dir=args.cache_dir, progress=False))
+                retrain(RetrainSpec(preset=cfg.preset, out=str(pathlib.Path(cfg.root) / f"{name}-seed{seed}"),
+                                    stages=3, seed=seed, cache_dir=cfg.cache_dir, progress=False))
             else:
-                main(spec_of(name, seed, args))
+                main(spec_of(name, seed, cfg))
 
 
 def _scale(col: str) -> float:
@@ -159,26 +160,88 @@ def table(root: pathlib.Path) -> str:
     return text
 
 
-def cli(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="stream_sweep", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--root", required=True)
-    r.add_argument("--pt-dir", default=None)
-    r.add_argument("--preset", default="small")
-    r.add_argument("--stage-steps", type=int, default=None)
-    r.add_argument("--seeds", default="0,1")
-    r.add_argument("--configs", default=None, help=f"comma list of {', '.join([*CONFIGS, RETRAIN])} (default: the streams)")
-    r.add_argument("--cache-dir", default="runs/data-cache")
-    r.add_argument("--worker", default="0/1", help="i/n: run jobs k with k %% n == i")
-    t = sub.add_parser("table")
-    t.add_argument("--root", required=True)
-    args = p.parse_args(argv)
-    if args.command == "run":
-        run(args)
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Run the sweep's streams (each configuration × seed a resumable ``cfka stream`` folder under --root)."""
+
+    root: str = ""
+    """the sweep folder: <root>/<name>-seed<s> per job"""
+    pt_dir: str | None = None
+    """the shared PT run folder (default: each stream's <out>/pt-<preset>-<arch>)"""
+    preset: str = "small"
+    """the Biography preset"""
+    stage_steps: int | None = None
+    """CPT steps per stage (default: the preset's)"""
+    seeds: tuple[int, ...] = (0, 1)
+    """seeds, comma-separated"""
+    configs: tuple[str, ...] = ()
+    """comma list of the configurations (default: the streams)"""
+    cache_dir: str = "runs/data-cache"
+    """where generated worlds and packs are cached"""
+    worker: str = "0/1"
+    """i/n: run jobs k with k % n == i"""
+
+    def __post_init__(self):
+        if not self.root:
+            raise ValueError("--root: the sweep folder is required")
+        if self.preset not in BIOGRAPHY:
+            raise ValueError(f"--preset {self.preset!r}: choose from {', '.join(BIOGRAPHY)}")
+        if self.stage_steps is not None and self.stage_steps < 1:
+            raise ValueError(f"--stage-steps must be >= 1, got {self.stage_steps}")
+        if not self.seeds:
+            raise ValueError("--seeds: at least one seed")
+        unknown = sorted(set(self.configs) - set(CONFIGS) - {RETRAIN})
+        if unknown:
+            raise ValueError(f"--configs: unknown {unknown}; known {sorted(CONFIGS) + [RETRAIN]}")
+        self.worker_share()
+
+    def worker_share(self) -> tuple[int, int]:
+        """``(i, n)`` of ``--worker i/n``.
+
+        Raises:
+          ValueError: not two integers ``i/n`` with 0 <= i < n, naming --worker.
+        """
+        parts = self.worker.split("/")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or not 0 <= int(parts[0]) < int(parts[1]):
+            raise ValueError(f"--worker {self.worker!r}: expected i/n with 0 <= i < n, e.g. 0/2")
+        return int(parts[0]), int(parts[1])
+
+
+@dataclasses.dataclass(frozen=True)
+class TableConfig:
+    """Gather the sweep's stream folders into table.md / table.json (seed means)."""
+
+    root: str = ""
+    """the sweep folder"""
+
+    def __post_init__(self):
+        if not self.root:
+            raise ValueError("--root: the sweep folder is required")
+
+
+FLAGS = Subcommands("python -m cfka_jax.experiments.stream_sweep", {
+    "run": Flags(RunConfig, prog="python -m cfka_jax.experiments.stream_sweep run", required=("root",),
+                 choices={"preset": lambda: list(BIOGRAPHY), "configs": lambda: [*CONFIGS, RETRAIN]},
+                 help={"configs": f"comma list of {', '.join([*CONFIGS, RETRAIN])} (default: the streams)"},
+                 metavars={"root": "DIR", "pt_dir": "DIR", "cache_dir": "DIR", "worker": "I/N"}),
+    "table": Flags(TableConfig, prog="python -m cfka_jax.experiments.stream_sweep table", required=("root",),
+                   metavars={"root": "DIR"}),
+}, description=__doc__.split("\n\n")[0])
+"""The command line generated from :class:`RunConfig` and :class:`TableConfig` (``cfka_jax/cli_gen.py``)."""
+
+
+def command(parsed: tuple[str, RunConfig | TableConfig]) -> int:
+    """Runs ``run`` or prints the ``table``."""
+    name, cfg = parsed
+    if name == "run":
+        run(cfg)
     else:
-        print(table(pathlib.Path(args.root)))
+        print(table(pathlib.Path(cfg.root)))
     return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    return script_main(FLAGS, command, argv)
 
 
 if __name__ == "__main__":

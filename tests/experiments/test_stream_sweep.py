@@ -65,3 +65,20 @@ def test_a_malformed_stream_summary_is_named_with_its_key(tmp_path):
     (d / "stream.json").write_text(json.dumps({k: v for k, v in good.items() if k != "fuar"}))
     with pytest.raises(ValueError, match="missing key.*'fuar'"):
         sweep.table(tmp_path)
+
+
+def test_flags_parse_as_before_and_bad_values_name_the_flag(tmp_path, capsys):
+    name, cfg = sweep.FLAGS.parse(["run", "--root", "R", "--seeds", "0,2", "--configs", "gpm-rewarm,retrain",
+                                   "--worker", "1/2", "--stage-steps", "40", "--pt-dir", "P"])
+    assert name == "run" and (cfg.seeds, cfg.configs, cfg.worker_share(), cfg.stage_steps) == (
+        (0, 2), ("gpm-rewarm", "retrain"), (1, 2), 40)
+    assert sweep.spec_of("gpm-rewarm", 2, cfg).out.endswith("gpm-rewarm-seed2")
+    (tmp_path / "t.toml").write_text(f'root = "{tmp_path}"\n')
+    assert sweep.FLAGS.parse(["table", "--config", str(tmp_path / "t.toml")]) == ("table", sweep.TableConfig(
+        str(tmp_path)))
+    for argv, flag in ((["run", "--root", "R", "--worker", "2/2"], "--worker"),
+                       (["run", "--root", "R", "--configs", "naive"], "--configs"),
+                       (["run", "--root", "R", "--seeds", "x"], "--seeds"), (["table"], "--root")):
+        with pytest.raises(SystemExit) as err:
+            sweep.cli(argv)
+        assert err.value.code == 2 and flag in capsys.readouterr().err
