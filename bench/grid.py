@@ -40,7 +40,7 @@ from cfka_jax.runs.grid_spec import GridSpec, parse_grid
 from cfka_jax.runs.specs import CPTSpec
 from cfka_jax.train import ensemble as ens
 from cfka_jax.train.optim import make_optimizer
-from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.train.step import Loss, Update, init_state, make_train_step
 from flax import nnx
 
 
@@ -62,7 +62,7 @@ def _sequential(setup, steps: int):
         tx = make_optimizer(spec.scale.cpt.optim())
         if member_masks is not None:  # this member's freeze-k mask, as its lone run has it
             mask = jax.tree.map(lambda m: bool(m[e] > 0), member_masks)
-        step = make_train_step(graphdef, rest, tx, penalty=penalty, trainable=mask)
+        step = make_train_step(graphdef, rest, tx, loss=Loss(penalty=penalty), update=Update(trainable=mask))
         state = init_state(jax.tree.map(jnp.copy, ens.member(params_E, e)), step.tx)
         lone_args = () if args is None else (EWCAnchor(args.fisher, args.anchor, args.lam[e]),)
         t0 = time.perf_counter()

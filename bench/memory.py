@@ -225,7 +225,7 @@ def child(args) -> dict:
         from cfka_jax.data.tokenize import load_tokenizer
         from cfka_jax.experiments.update_flags import updated_model
         from cfka_jax.models import from_pretrained
-        from cfka_jax.runs.engine import train_lm
+        from cfka_jax.runs.engine import RunHooks, RunMemory, RunObjective, RunUpdate, train_lm
         from cfka_jax.runs.folder import RunFolder
         from cfka_jax.train.loop import LoopConfig
         from cfka_jax.train.optim import OptimConfig
@@ -269,9 +269,10 @@ def child(args) -> dict:
 
         loss = {"loss_fn": chunked_token_nll_loss(args.loss_chunk)} if args.loss_chunk else {}
         with tempfile.TemporaryDirectory() as d:
-            train_lm(model, lambda t: batch, opt=opt, loop=LoopConfig(steps=1, log_every=1, progress=False),
-                     folder=RunFolder(d), compute_dtype=jnp.bfloat16, trainable=trainable, on_record=on_record,
-                     guard=args.guard, **loss)
+            train_lm(model, lambda t: batch, update=RunUpdate(opt=opt, trainable=trainable),
+                     loop=LoopConfig(steps=1, log_every=1, progress=False), folder=RunFolder(d),
+                     objective=RunObjective(compute_dtype=jnp.bfloat16, **loss), memory=RunMemory(guard=args.guard),
+                     hooks=RunHooks(on_record=on_record))
             ckpt_bytes = sum(f.stat().st_size for f in pathlib.Path(d, "checkpoints").rglob("*") if f.is_file())
             times["checkpoint"] = time.perf_counter() - t0 - times["train_step"]
     peaks = sampler.peaks
@@ -308,7 +309,8 @@ def xla_analysis(folder: str, *, batch: int, seq: int, remat: bool, opt_state_dt
     state = jax.eval_shape(lambda p: S.init_state(p, tx), params)
     tokens = jax.ShapeDtypeStruct((batch, seq), jnp.int32)
     loss = {"loss_fn": S.chunked_token_nll_loss(loss_chunk)} if loss_chunk else {}
-    step = S.make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16, guard=guard, **loss)
+    step = S.make_train_step(graphdef, rest, tx, loss=S.Loss(compute_dtype=jnp.bfloat16, **loss),
+                             update=S.Update(guard=guard))
     m = step.lower(state, {"tokens": tokens, "target_mask": tokens}).compile().memory_analysis()
     n = sum(x.size for x in jax.tree.leaves(params))
     return {"argument_gib": m.argument_size_in_bytes / GIB, "output_gib": m.output_size_in_bytes / GIB,

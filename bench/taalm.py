@@ -41,7 +41,7 @@ from cfka_jax.continual.peft import LoRAConfig, apply_lora  # noqa: E402
 from cfka_jax.continual.taalm import MetaConfig, PhiConfig, make_meta_step  # noqa: E402
 from cfka_jax.continual.taalm.meta import init_meta_state  # noqa: E402
 from cfka_jax.continual.taalm.twppl import twppl_loss  # noqa: E402
-from cfka_jax.train.step import init_state, make_train_step  # noqa: E402
+from cfka_jax.train.step import Loss, init_state, make_train_step  # noqa: E402
 
 
 def _batch(key, p: int, s: int, vocab: int, obj: bool) -> dict:
@@ -81,7 +81,7 @@ def plain_step(model, lora_cfg: LoRAConfig, d: dict, iters: int) -> float:
     theta = apply_lora(nnx.clone(model), lora_cfg, rngs=nnx.Rngs(0))
     graphdef, lora, rest = nnx.split(theta, nnx.LoRAParam, ...)
     tx = optax.adamw(1e-4, eps=1e-8, weight_decay=0.01)
-    step = make_train_step(graphdef, rest, tx, loss_fn=twppl_loss)
+    step = make_train_step(graphdef, rest, tx, loss=Loss(loss_fn=twppl_loss))
     batch = dict(d, token_weights=jnp.full(d["tokens"].shape, 0.9, jnp.float32))
     return _best_time(lambda s: step(s, batch), init_state(lora, tx), iters)
 

@@ -32,7 +32,7 @@ from cfka_jax.continual.kadapter import KAdapterConfig
 from cfka_jax.data.ckl_encode import Encoded, pad_batch
 from cfka_jax.eval.knowledge_probes import ckl_summary, evaluate_probes, make_probe_scorer
 from cfka_jax.train.loop import LoopConfig, NonFiniteError, run_loop
-from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.train.step import Loss, init_state, make_train_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +103,7 @@ def make_step(theta: Theta, loss_fn: Callable, tx: optax.GradientTransformation)
         loss, count = loss_fn(theta.logits(train, frozen, batch, key), batch)
         return loss, {"loss": loss, "targets": count}
 
-    return make_train_step(None, None, tx, objective=objective)
+    return make_train_step(None, None, tx, loss=Loss(objective=objective))
 
 
 class Trainer:

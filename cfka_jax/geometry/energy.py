@@ -9,10 +9,10 @@ batch with ``energy_source='base'``), ``w_t = 1[E_t < τ]`` and
 or ``Σ_t w_t·CE_t / Σ_t w_t`` with ``normalize='kept'`` (pitfall 22). With ``τ = ∞`` nothing is masked and the
 loss is the engine's plain mean NLL bit for bit, under ``jit`` too (``tests/geometry/test_energy.py``).
 
-The loss plugs into the engine as ``make_train_step(..., loss_fn=make_energy_loss(EnergyMaskConfig(tau=1.8)))``;
-a batch is the engine's (``tokens``, ``target_mask`` keyed by target position), plus ``base_energy`` (``[B, S]``,
-keyed by target position) for ``energy_source='base'``. :func:`energy_stats` gives the per-step log (masked
-fraction, mean E, counts per band).
+The loss plugs into the engine as
+``make_train_step(..., loss=Loss(loss_fn=make_energy_loss(EnergyMaskConfig(tau=1.8))))``; a batch is the engine's
+(``tokens``, ``target_mask`` keyed by target position), plus ``base_energy`` (``[B, S]``, keyed by target position)
+for ``energy_source='base'``. :func:`energy_stats` gives the per-step log (masked fraction, mean E, counts per band).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from cfka_jax.models import family
 from cfka_jax.models.family import ModelSize
 from cfka_jax.train.loop import LoopConfig, run_loop
 from cfka_jax.train.optim import OptimConfig, make_optimizer
-from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.train.step import Loss, init_state, make_train_step
 from cfka_jax.values import check_sizes
 
 PAD, BOS, SEP = 0, 1, 2
@@ -215,8 +215,7 @@ def make_finetuner(graphdef, rest, *, steps: int, batch_size: int = 32, lr: floa
     moments included; do not keep references across steps, they are donated).
     """
     tx = make_optimizer(optim_config(steps, lr))
-    step = make_train_step(graphdef, rest, tx) if loss_fn is None else make_train_step(graphdef, rest, tx,
-                                                                                          loss_fn=loss_fn)
+    step = make_train_step(graphdef, rest, tx, loss=Loss() if loss_fn is None else Loss(loss_fn=loss_fn))
 
     def run(params, tokens: np.ndarray, mask: np.ndarray, seed: int = 0, callback=None, callback_steps=()):
         state = init_state(jax.tree.map(jnp.copy, params), tx)

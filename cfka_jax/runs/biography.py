@@ -32,7 +32,7 @@ from cfka_jax.eval.sets import combine
 from cfka_jax.models import family
 from cfka_jax.parallel.mesh import mesh_of
 from cfka_jax.runs import methods
-from cfka_jax.runs.engine import RunResult, finish_run, train_lm
+from cfka_jax.runs.engine import RunHooks, RunMemory, RunObjective, RunResult, RunUpdate, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.presets import Preset
 from cfka_jax.runs.replay import check_replay
@@ -92,8 +92,9 @@ def pretrain(spec: PTSpec, data: DataBundle | None = None) -> RunResult:
     batcher = EpochBatcher(bundle.splits["pt_train"].docs(), seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
                            batch_size=p.pt.batch, seed=spec.seed, doc_mask=bundle.config.doc_mask)
     factory = _fta_factory(bundle, {"Train": "pt_train", "Original": "pt_test"}, spec.dtype, p.eval_batch)
-    run = train_lm(model, batcher, opt=p.pt.optim(), loop=loop_config(p.pt, spec), folder=folder,
-                   evaluate_factory=factory, compute_dtype=DTYPES[spec.dtype], mesh=mesh)
+    run = train_lm(model, batcher, update=RunUpdate(opt=p.pt.optim()), loop=loop_config(p.pt, spec), folder=folder,
+                   objective=RunObjective(compute_dtype=DTYPES[spec.dtype]), memory=RunMemory(mesh=mesh),
+                   hooks=RunHooks(evaluate_factory=factory))
     em = _em(run, bundle, {"Original": "pt_test"}, p, spec.seed, spec.dtype)
     folder.save_params(run.params, run.step)
     return finish_run(folder, factory(run.graphdef, run.rest), run,
@@ -171,11 +172,13 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
     extra = {**methods.objective_evaluators(spec, bundle), **(extra_evaluators or {})}
     factory = lambda g, r: combine(fta(g, r), *(f(g, r) for f in extra.values()))  # noqa: E731
     opt = p.cpt.optim()
-    run = train_lm(model, lambda t: add_weights(batcher(t)), opt=opt,
-                   loop=loop_config(p.cpt, spec), folder=folder, evaluate_factory=factory,
-                   penalty=penalty, penalty_args=hooks.penalty_args, loss_fn=loss_fn or objective,
-                   trainable=trainable, compute_dtype=DTYPES[spec.dtype], mesh=mesh, post_update=hooks.post_update,
-                   optimizer=methods.optimizer_core(spec.resolved, opt))
+    run = train_lm(model, lambda t: add_weights(batcher(t)),
+                   update=RunUpdate(opt=opt, trainable=trainable, optimizer=methods.optimizer_core(spec.resolved, opt),
+                                    post_update=hooks.post_update),
+                   loop=loop_config(p.cpt, spec), folder=folder,
+                   objective=RunObjective(loss_fn=loss_fn or objective, penalty=penalty,
+                                          penalty_args=hooks.penalty_args, compute_dtype=DTYPES[spec.dtype]),
+                   memory=RunMemory(mesh=mesh), hooks=RunHooks(evaluate_factory=factory))
     em = _em(run, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, spec.seed, spec.dtype)
     return finish_run(folder, factory(run.graphdef, run.rest), run,
                       {"epochs": p.cpt.steps / batcher.steps_per_epoch, **em, **hooks.stats})

@@ -1,10 +1,15 @@
 """From a model to a finished run folder: the optimiser, the jitted step, the loop and the final record.
 
-    run = train_lm(model, batch_at, opt=..., loop=..., folder=RunFolder(out), evaluate_factory=..., penalty=...)
+    run = train_lm(model, batch_at, update=RunUpdate(opt=...), loop=..., folder=RunFolder(out),
+                   objective=RunObjective(penalty=..., penalty_args=...), hooks=RunHooks(evaluate_factory=...))
     final = finish_run(folder, evaluate, run, extra={...})
 
 The model is split once (``nnx.split(model, nnx.Param, ...)``); everything after that works on the pure ``params``
-pytree (convention 5). ``evaluate_factory(graphdef, rest)`` returns ``evaluate(params, step) -> dict``, recorded
+pytree (convention 5). Besides the model, the batches, the loop and the folder, :func:`train_lm` takes four small
+frozen option groups, each checked on construction: :class:`RunUpdate` (the optimiser and what it trains),
+:class:`RunObjective` (loss, penalty, compute dtype), :class:`RunMemory` (mesh, loss chunk, guard, what the end
+keeps, consuming the model's arrays) and :class:`RunHooks` (evaluation, the record callback).
+``evaluate_factory(graphdef, rest)`` returns ``evaluate(params, step) -> dict``, recorded
 in the run's metrics log. Results stay in memory: :class:`TrainedRun` holds the final state and the whole metrics
 history (records written before a resume included), so nothing is read back from disk to report a run.
 """
@@ -22,8 +27,8 @@ from cfka_jax.runs.folder import RunFolder
 from cfka_jax.train.loop import BoundStep, LoopConfig, run_loop
 from cfka_jax.train.optim import OptimConfig, make_optimizer, masked_tx, trains
 from cfka_jax.train.checkpoint import FINAL_CHECKPOINTS, CheckpointDir, frozen_paths
-from cfka_jax.train.step import (GUARDS, TrainState, chunked_token_nll_loss, init_state, make_train_step,
-                                 token_nll_loss)
+from cfka_jax.train.step import (GUARDS, Loss, Placement, TrainState, Update, chunked_token_nll_loss, init_state,
+                                 make_train_step, token_nll_loss)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,67 +75,171 @@ class RunResult:
         return nnx.merge(self.graphdef, self.params, self.rest)
 
 
-def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, opt: OptimConfig, loop: LoopConfig,
-             folder: RunFolder, evaluate_factory: Callable | None = None, penalty=None, penalty_args=None,
-             loss_fn=token_nll_loss, trainable=None, compute_dtype=None, mesh=None, post_update=None,
-             on_record=None, loss_chunk: int | None = None, final_checkpoint: str = "full",
-             optimizer=None, guard: str = "gradient", consume: bool = False) -> TrainedRun:
+def check_run_options(loss_chunk: int | None, final_checkpoint: str, guard: str = "gradient") -> None:
+    """The memory options of :func:`train_lm` (recipes call it from their config's ``__post_init__``): ValueError
+    naming ``--loss-chunk`` (an integer >= 0, or None: :func:`resolve_loss_chunk`), ``--final-checkpoint``
+    (``FINAL_CHECKPOINTS``) or ``--guard`` (``train/step.GUARDS``)."""
+    if guard not in GUARDS:
+        raise ValueError(f"--guard must be one of {GUARDS}, got {guard!r}")
+    if loss_chunk is not None and (isinstance(loss_chunk, bool) or not isinstance(loss_chunk, int) or loss_chunk < 0):
+        raise ValueError(f"--loss-chunk must be an integer >= 1 (rows per chunk) or 0 (full logits), got "
+                         f"{loss_chunk!r}")
+    if final_checkpoint not in FINAL_CHECKPOINTS:
+        raise ValueError(f"--final-checkpoint must be one of {FINAL_CHECKPOINTS}, got {final_checkpoint!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunObjective:
+    """What a run minimises (:func:`train_lm`'s ``objective``): ``loss_fn(logits_BSV, batch) -> (loss, count)``
+    (``train/step.py``; default the mean next-token NLL) plus ``penalty(params, penalty_args) -> scalar`` (EWC; the
+    operands are passed to the jitted step as arguments, not baked into the program), the forward/backward pass in
+    ``compute_dtype`` when given (mixed precision, e.g. bfloat16 for a bf16-config model: float32 master parameters,
+    float32 loss).
+
+    Raises:
+      ValueError: naming the field: a non-callable ``loss_fn`` or ``penalty`` (``penalty_args`` are unused
+        without a ``penalty``).
+    """
+
+    loss_fn: Callable = token_nll_loss
+    penalty: Callable | None = None
+    penalty_args: Any = None
+    compute_dtype: Any = None
+
+    def __post_init__(self):
+        if not callable(self.loss_fn):
+            raise ValueError(f"RunObjective.loss_fn must be callable (logits_BSV, batch) -> (loss, count), got "
+                             f"{self.loss_fn!r}")
+        if self.penalty is not None and not callable(self.penalty):
+            raise ValueError(f"RunObjective.penalty must be callable (params, penalty_args) -> scalar or None, got "
+                             f"{self.penalty!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunUpdate:
+    """How a run changes the parameters (:func:`train_lm`'s ``update``): the optimiser settings ``opt``
+    (``train/optim.OptimConfig``: clip + AdamW with its schedule), ``optimizer`` (a transformation in place of AdamW,
+    the method's optimiser hook, ``runs/methods.optimizer_core``: RecAdam, clipped and masked like AdamW, the
+    ``core`` of ``train/optim.make_optimizer``; None: AdamW), ``post_update`` (an optax transformation applied to the
+    update, GPM's projection; None: none) and ``trainable`` (``params → pytree of bools``, False = frozen; None:
+    every parameter trains).
+
+    Raises:
+      ValueError: naming the field: ``opt`` not an ``OptimConfig``, a non-callable ``trainable``.
+    """
+
+    opt: OptimConfig
+    trainable: Callable | None = None
+    optimizer: Any = None
+    post_update: Any = None
+
+    def __post_init__(self):
+        if not isinstance(self.opt, OptimConfig):
+            raise ValueError(f"RunUpdate.opt must be a train.optim.OptimConfig, got {type(self.opt).__name__}")
+        if self.trainable is not None and not callable(self.trainable):
+            raise ValueError(f"RunUpdate.trainable must be callable (params -> pytree of bools) or None, got "
+                             f"{self.trainable!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunMemory:
+    """Where a run's state lives and what it holds (:func:`train_lm`'s ``memory``; checked by
+    :func:`check_run_options`, the flags a recipe's config maps to).
+
+    ``mesh``: a ``jax.sharding.Mesh`` (``parallel/mesh.py``): the state is placed by the logical axis rules
+    (``parallel/rules.py``), batch rows are split over ``data`` × ``fsdp``; None runs on one device.
+    ``loss_chunk``: compute the default NLL ``loss_fn`` from the final hidden states, ``loss_chunk`` predicting rows
+    at a time (:func:`with_loss_chunk`; no ``B × S × V`` logits); None or 0: the full logits.
+    ``guard``: the step's finite guard (``train/step.GUARDS``): ``"gradient"`` (the default) decides before the
+    update and updates in place, ``"state"`` keeps the previous state while the new one is checked (one state-sized
+    temporary); both roll back the same non-finite steps and give bit-identical states.
+    ``final_checkpoint``: what :func:`finish_run` keeps of the checkpoints (``train/checkpoint.FINAL_CHECKPOINTS``).
+    ``consume``: hand the model's parameter arrays to the run instead of copying them: frozen leaves become the
+    state's (no copy), and each trained leaf's buffer is freed once its float32 master exists (a bf16 base model's
+    2 B per parameter are not kept alive beside the state). The model is unusable afterwards (its arrays are deleted
+    or donated); only for callers that hold no other view of its weights (no EWC anchor, no RHO-1 reference).
+
+    Raises:
+      ValueError: naming the flag (``--loss-chunk``, ``--final-checkpoint``, ``--guard``) or the field
+        (``consume`` not a bool).
+    """
+
+    mesh: Any = None
+    loss_chunk: int | None = None
+    guard: str = "gradient"
+    final_checkpoint: str = "full"
+    consume: bool = False
+
+    def __post_init__(self):
+        check_run_options(self.loss_chunk, self.final_checkpoint, self.guard)
+        if not isinstance(self.consume, bool):
+            raise ValueError(f"RunMemory.consume must be a bool, got {self.consume!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunHooks:
+    """What a run calls besides the step (:func:`train_lm`'s ``hooks``): ``evaluate_factory(graphdef, rest) →
+    evaluate(params, step) → dict`` (its records join the metrics log at the loop's eval interval), and
+    ``on_record(record)``, called with every new metrics record (``train/loop.run_loop``; e.g.
+    ``train/tracking.py``).
+
+    Raises:
+      ValueError: naming the field, for a hook that is not callable.
+    """
+
+    evaluate_factory: Callable | None = None
+    on_record: Callable | None = None
+
+    def __post_init__(self):
+        for name in ("evaluate_factory", "on_record"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise ValueError(f"RunHooks.{name} must be callable or None, got {value!r}")
+
+
+def train_lm(model: nnx.Module, batch_at: Callable[[int], dict], *, update: RunUpdate, loop: LoopConfig,
+             folder: RunFolder, objective: RunObjective = RunObjective(), memory: RunMemory = RunMemory(),
+             hooks: RunHooks = RunHooks()) -> TrainedRun:
     """Trains ``model`` (resuming from ``folder``'s checkpoints) and returns the run in memory.
 
     Args:
       model: the NNX model holding the initial parameters.
       batch_at: step → batch (deterministic).
-      opt, loop: optimiser and loop settings (``loop.accumulate``: micro-batches per optimiser step, passed to
-        the step builder; ``loop.profile``, ``loop.keep_checkpoints``: the loop's trace and retention).
+      update: :class:`RunUpdate`, the optimiser settings and what they train.
+      loop: the loop settings (``loop.accumulate``: micro-batches per optimiser step, passed to the step builder;
+        ``loop.profile``, ``loop.keep_checkpoints``: the loop's trace and retention).
       folder: the run folder (metrics log, checkpoints).
-      evaluate_factory: ``(graphdef, rest) → evaluate(params, step)``, or None.
-      penalty, penalty_args: ``penalty(params, penalty_args) → scalar`` added to the loss (EWC), or None; the
-        operands are passed to the jitted step as arguments.
-      loss_fn: ``(logits_BSV, batch) → (loss, count)`` (``train/step.py``).
-      trainable: ``params → pytree of bools`` (False = frozen), or None.
-      compute_dtype: mixed precision (e.g. bfloat16 for a bf16-config model): float32 master parameters, the
-        forward/backward pass in ``compute_dtype``, float32 loss (``train/step.py``).
-      mesh: a ``jax.sharding.Mesh`` (``parallel/mesh.py``): the state is placed by the logical axis rules
-        (``parallel/rules.py``), batch rows are split over ``data`` × ``fsdp``; None runs on one device.
-      post_update: an optax transformation applied to the AdamW update (GPM's projection), or None.
-      on_record: called with every new metrics record (``train/loop.run_loop``; e.g. ``train/tracking.py``).
-      loss_chunk: compute the default NLL ``loss_fn`` from the final hidden states, ``loss_chunk`` predicting
-        rows at a time (:func:`with_loss_chunk`; no ``B × S × V`` logits), or None.
-      final_checkpoint: what :func:`finish_run` keeps of the checkpoints (``train/checkpoint.FINAL_CHECKPOINTS``).
-      optimizer: a transformation in place of AdamW (the method's optimiser hook, ``runs/methods.optimizer_core``:
-        RecAdam), clipped and masked like AdamW (``train/optim.make_optimizer``'s ``core``), or None (AdamW).
-      guard: the step's finite guard (``train/step.GUARDS``): ``"gradient"`` (the default) decides before the
-        update and updates in place, ``"state"`` keeps the previous state while the new one is checked (one
-        state-sized temporary); both roll back the same non-finite steps and give bit-identical states.
-      consume: hand ``model``'s parameter arrays to the run instead of copying them: frozen leaves become the
-        state's (no copy), and each trained leaf's buffer is freed once its float32 master exists (a bf16 base
-        model's 2 B per parameter are not kept alive beside the state). ``model`` is unusable afterwards (its
-        arrays are deleted or donated); only for callers that hold no other view of its weights (no EWC anchor,
-        no RHO-1 reference).
+      objective: :class:`RunObjective`, the loss, a penalty and its operands, the compute dtype (default: the
+        mean next-token NLL in float32).
+      memory: :class:`RunMemory`, the mesh, the loss chunk, the finite guard, what the end keeps, consumption of
+        the model's arrays (default: one device, full logits, the ``"gradient"`` guard, every checkpoint kept).
+      hooks: :class:`RunHooks`, evaluation and the record callback (default: none).
 
     The checkpoints hold the ``TrainState`` minus the frozen parameters (``trainable`` False: the run never
     changes them and re-creates them from ``model`` when it resumes; ``train/checkpoint.CheckpointDir.hold``).
     Frozen parameters keep the model's dtype (no float32 master), and the step computes no gradient for them
     (``train/step.trainable_value_and_grad``).
     """
-    check_run_options(loss_chunk, final_checkpoint, guard)
-    loss_fn = with_loss_chunk(loss_fn, loss_chunk)
+    loss_fn = with_loss_chunk(objective.loss_fn, memory.loss_chunk)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    mask = trainable(params) if trainable is not None else None
-    params = _state_params(params, mask, compute_dtype, consume)
+    mask = update.trainable(params) if update.trainable is not None else None
+    params = _state_params(params, mask, objective.compute_dtype, memory.consume)
     del model
     held = frozen_paths(params, mask) if mask is not None else ()
     CheckpointDir(folder.checkpoints).hold(tuple(("params", *p) for p in held))
-    tx = make_optimizer(opt, None, post=post_update, core=optimizer)
+    tx = make_optimizer(update.opt, None, post=update.post_update, core=update.optimizer)
     state, state_sharding = init_state(params, tx if mask is None else masked_tx(tx, mask)), None
-    if mesh is not None:
-        state, state_sharding, batch_at = _shard(state, batch_at, mesh)
-    step = make_train_step(graphdef, rest, tx, penalty=penalty, loss_fn=loss_fn, compute_dtype=compute_dtype,
-                           state_sharding=state_sharding, guard=guard, trainable=mask, accumulate=loop.accumulate)
-    step_fn = step if penalty is None else BoundStep(step, penalty_args)
-    evaluate = evaluate_factory(graphdef, rest) if evaluate_factory is not None else None
-    done = run_loop(state, step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate, on_record=on_record)
-    return TrainedRun(done.state, graphdef, rest, done.history, final_checkpoint, held)
+    if memory.mesh is not None:
+        state, state_sharding, batch_at = _shard(state, batch_at, memory.mesh)
+    step = make_train_step(graphdef, rest, tx,
+                           loss=Loss(loss_fn=loss_fn, penalty=objective.penalty, compute_dtype=objective.compute_dtype),
+                           update=Update(trainable=mask, guard=memory.guard, accumulate=loop.accumulate),
+                           placement=Placement(state_sharding=state_sharding))
+    step_fn = step if objective.penalty is None else BoundStep(step, objective.penalty_args)
+    evaluate = hooks.evaluate_factory(graphdef, rest) if hooks.evaluate_factory is not None else None
+    done = run_loop(state, step_fn, batch_at, cfg=loop, out_dir=folder.path, evaluate=evaluate,
+                    on_record=hooks.on_record)
+    return TrainedRun(done.state, graphdef, rest, done.history, memory.final_checkpoint, held)
 
 
 def _state_params(params, mask, compute_dtype, consume: bool = False):
@@ -155,19 +264,6 @@ def _state_params(params, mask, compute_dtype, consume: bool = False):
     if mask is None:
         return jax.tree.map(master, params)
     return jax.tree.map(lambda m, sub: jax.tree.map(master if trains(m) else own, sub), mask, params)
-
-
-def check_run_options(loss_chunk: int | None, final_checkpoint: str, guard: str = "gradient") -> None:
-    """The memory options of :func:`train_lm` (recipes call it from their config's ``__post_init__``): ValueError
-    naming ``--loss-chunk`` (an integer >= 0, or None: :func:`resolve_loss_chunk`), ``--final-checkpoint``
-    (``FINAL_CHECKPOINTS``) or ``--guard`` (``train/step.GUARDS``)."""
-    if guard not in GUARDS:
-        raise ValueError(f"--guard must be one of {GUARDS}, got {guard!r}")
-    if loss_chunk is not None and (isinstance(loss_chunk, bool) or not isinstance(loss_chunk, int) or loss_chunk < 0):
-        raise ValueError(f"--loss-chunk must be an integer >= 1 (rows per chunk) or 0 (full logits), got "
-                         f"{loss_chunk!r}")
-    if final_checkpoint not in FINAL_CHECKPOINTS:
-        raise ValueError(f"--final-checkpoint must be one of {FINAL_CHECKPOINTS}, got {final_checkpoint!r}")
 
 
 AUTO_LOSS_CHUNK = 256

@@ -12,13 +12,13 @@ What the ensemble leaves out is evaluation, run folders and checkpoints: results
 :func:`save_ensemble` / :func:`load_ensemble` keep the final parameters. ``shared`` streams feed every member the
 batches of ``seeds[0]`` (the seeds then differ only in their initialisation).
 
-The members train through the engine's one step builder (``train.step.make_train_step(..., ensemble=mode)``) and
-its one loop (``train.loop.run_loop``, in memory, ``stop_on_nonfinite=False``: a member whose step is not finite
-keeps its own last good state and the count per member is reported in ``nonfinite``; one diverged seed does not
-stop the others). ``mode`` picks the form of the one jitted step: ``vmap`` (batched kernels;
-sharded over devices when several exist), ``map`` (the members in turn inside the program, with the lone step's
-unbatched kernels), or ``auto`` — ``map`` on CPU, ``vmap`` on accelerators. Both match lone runs to float32
-rounding (``tests/train/test_ensemble.py``).
+The members train through the engine's one step builder
+(``train.step.make_train_step(..., placement=Placement(ensemble=mode))``) and its one loop
+(``train.loop.run_loop``, in memory, ``stop_on_nonfinite=False``: a member whose step is not finite keeps its own
+last good state and the count per member is reported in ``nonfinite``; one diverged seed does not stop the others). ``mode`` picks the form of the one jitted step:
+``vmap`` (batched kernels; sharded over devices when several exist), ``map`` (the members in turn inside the program,
+with the lone step's unbatched kernels), or ``auto`` — ``map`` on CPU, ``vmap`` on accelerators. Both match lone runs to
+float32 rounding (``tests/train/test_ensemble.py``).
 
 ``pt_steps`` / ``cpt_steps`` shorten a phase through the preset (``runs/presets.override``): the schedule keeps
 its shape, with the warm-up scaled by the same factor, so a scaled run is the preset's recipe run for fewer steps.
@@ -49,7 +49,7 @@ from cfka_jax.train.ensemble import (ENSEMBLE_MODES, init_ensemble, member, memb
                                      split_members, stack_members)
 from cfka_jax.train.loop import LoopConfig, run_loop
 from cfka_jax.train.optim import make_optimizer
-from cfka_jax.train.step import make_train_step
+from cfka_jax.train.step import Placement, make_train_step
 
 STREAMS = ("per_seed", "shared")
 
@@ -197,7 +197,8 @@ def train_members(spec: EnsembleSpec, bundle: DataBundle, phase: str, graphdef, 
     sched: Schedule = getattr(spec.scale, phase)
     docs = bundle.splits[f"{phase}_train"].docs()
     tx = make_optimizer(sched.optim())
-    step = make_train_step(graphdef, rest, tx, ensemble=spec.step_mode, shared_batch=spec.streams == "shared")
+    step = make_train_step(graphdef, rest, tx,
+                           placement=Placement(ensemble=spec.step_mode, shared_batch=spec.streams == "shared"))
     params_E = jax.tree.map(jnp.copy, params_E)  # the step donates its state; the caller's arrays stay valid
     sharding = member_sharding(len(spec.seeds)) if spec.step_mode == "vmap" else None
     state = shard_members(init_ensemble(params_E, tx), sharding)

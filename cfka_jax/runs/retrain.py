@@ -27,7 +27,7 @@ from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.data.stages import stage_tasks
 from cfka_jax.eval.fta import fta_evaluator
 from cfka_jax.runs import biography as bio
-from cfka_jax.runs.engine import train_lm
+from cfka_jax.runs.engine import RunHooks, RunUpdate, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY, lookup
 from cfka_jax.runs.specs import ARCHS
@@ -85,8 +85,8 @@ def retrain(spec: RetrainSpec, data: DataBundle | None = None) -> dict:
                                seed=spec.seed, doc_mask=bundle.config.doc_mask)
         sets = {"T0": bundle.eval["pt_test"], **{f"T{t.index}": t.eval for t in tasks}}
         factory = lambda g, r: fta_evaluator(g, r, sets, batch_size=p.eval_batch)  # noqa: E731
-        run = train_lm(model, batcher, opt=sched.optim(), loop=sched.loop(progress=spec.progress), folder=folder,
-                       evaluate_factory=factory)
+        run = train_lm(model, batcher, update=RunUpdate(opt=sched.optim()), loop=sched.loop(progress=spec.progress),
+                       folder=folder, hooks=RunHooks(evaluate_factory=factory))
         final = {"step": run.step, **run.eval_at(run.step), "epochs": sched.steps / batcher.steps_per_epoch}
         folder.save_params(run.params, run.step)
         folder.write_final(final)

@@ -59,7 +59,7 @@ from cfka_jax.eval.cl_metrics import stream_metrics
 from cfka_jax.eval.fta import fta_evaluator
 from cfka_jax.runs import biography as bio
 from cfka_jax.runs.contexts import reference
-from cfka_jax.runs.engine import train_lm
+from cfka_jax.runs.engine import RunHooks, RunObjective, RunUpdate, train_lm
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.method import Method, method_options, recipe_components, resolve_each
 from cfka_jax.runs.presets import BIOGRAPHY, Preset, lookup
@@ -310,10 +310,12 @@ def _stage(spec, bundle, tasks, stage, params, model, evaluate_factory, tracker,
     if post is not None and spec.gpm_embeddings == "frozen":
         keep = trainable_filter(model, freeze_embeddings=True)
         trainable = lambda params: trainable_mask(params, keep)  # noqa: E731
-    run = train_lm(model, batcher if add is None else (lambda t: add(batcher(t))), opt=opt,
-                   loop=sched.loop(progress=spec.progress), folder=folder, evaluate_factory=evaluate_factory,
-                   penalty=penalty, penalty_args=args, post_update=post, loss_fn=loss_fn, optimizer=core,
-                   trainable=trainable, on_record=tracker.at((stage - 1) * sched.steps).record)
+    run = train_lm(model, batcher if add is None else (lambda t: add(batcher(t))),
+                   update=RunUpdate(opt=opt, trainable=trainable, optimizer=core, post_update=post),
+                   loop=sched.loop(progress=spec.progress), folder=folder,
+                   objective=RunObjective(loss_fn=loss_fn, penalty=penalty, penalty_args=args),
+                   hooks=RunHooks(evaluate_factory=evaluate_factory,
+                                  on_record=tracker.at((stage - 1) * sched.steps).record))
     final = {"step": run.step, "start": run.eval_at(0), **run.eval_at(run.step), **stats,
              "epochs": sched.steps / batcher.steps_per_epoch, "lr_peak": opt.peak_lr}
     folder.save_params(run.params, run.step)

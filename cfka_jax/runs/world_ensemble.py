@@ -2,9 +2,9 @@
 
 The same machinery as the Biography ensembles (``runs/ensemble.py``): E from-scratch models of one family, their
 parameters stacked (``train.ensemble.split_members``), trained together by the engine's one step builder
-(``train.step.make_train_step(..., ensemble=mode)``) in the one loop (``train.loop.run_loop``, in memory, a
-member's non-finite step counted, not fatal), AdamW with warm-up and cosine decay (``train.optim``), batches from
-``data.batching.EpochBatcher`` seeded per member (member e reads the batches of its own seed). What differs is the
+(``train.step.make_train_step(..., placement=Placement(ensemble=mode))``) in the one loop (``train.loop.run_loop``, in
+memory, a member's non-finite step counted, not fatal), AdamW with warm-up and cosine decay (``train.optim``), batches
+from ``data.batching.EpochBatcher`` seeded per member (member e reads the batches of its own seed). What differs is the
 data and the objective: documents of the rendered world instead of biographies, and
 
 * ``objective="object"``: the loss on the object tokens only (the theory's objective: the query predicts o);
@@ -33,7 +33,7 @@ from cfka_jax.runs.presets import Schedule
 from cfka_jax.train.ensemble import init_ensemble, member, split_members, stack_members
 from cfka_jax.train.loop import LoopConfig, run_loop
 from cfka_jax.train.optim import make_optimizer
-from cfka_jax.train.step import make_train_step
+from cfka_jax.train.step import Placement, make_train_step
 
 OBJECTIVES = ("object", "all")
 
@@ -128,7 +128,7 @@ def train_world_ensemble(spec: PortSpec, corpus: TextCorpus, seeds: tuple[int, .
     sched = spec.schedule
     tx = make_optimizer(sched.optim())
     mode = mode or ("map" if jax.default_backend() == "cpu" else "vmap")
-    step = make_train_step(graphdef, rest, tx, ensemble=mode)
+    step = make_train_step(graphdef, rest, tx, placement=Placement(ensemble=mode))
     state = init_ensemble(params_E, tx)
     batchers = [EpochBatcher(corpus.docs, seq_len=spec.seq_len, eos_id=corpus.eos_id, batch_size=sched.batch,
                              seed=s) for s in seeds]

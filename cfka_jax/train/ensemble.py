@@ -2,7 +2,7 @@
 
     graphdef, params_E, rest = split_members(models)              # E models of one architecture, stacked
     state = init_ensemble(params_E, tx)                           # TrainState with a leading E axis everywhere
-    step = make_train_step(graphdef, rest, tx, ensemble="vmap")   # or make_ensemble_step(graphdef, rest, tx)
+    step = make_train_step(graphdef, rest, tx, placement=Placement(ensemble="vmap"))   # or make_ensemble_step(...)
     state, metrics_E = step(state, batch_E)                       # batch leaves: E B S (per-seed streams)
 
 The step is :func:`~cfka_jax.train.step.make_train_step`'s pure step under ``jax.vmap`` (or ``lax.map``, see
@@ -46,8 +46,8 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfka_jax.train.optim import OptimConfig, fused_clip_adamw
-from cfka_jax.train.step import (ENSEMBLE_MODES, LossFn, TrainState, lm_objective, make_train_step,
-                                 token_nll_loss)
+from cfka_jax.train.step import (ENSEMBLE_MODES, Loss, LossFn, Placement, TrainState, Update, lm_objective,
+                                 make_train_step, token_nll_loss)
 
 
 def stack_members(trees: Sequence[Any]) -> Any:
@@ -98,7 +98,7 @@ def init_ensemble(params_E: Any, tx: optax.GradientTransformation) -> TrainState
 def make_ensemble_step(graphdef, rest, tx: optax.GradientTransformation, *, shared_batch: bool = False,
                        loss_fn: LossFn = token_nll_loss, donate: bool = True, compute_dtype=None,
                        mode: str = "vmap"):
-    """``step(state_E, batch) -> (state_E, metrics_E)``: ``make_train_step(..., ensemble=mode)``.
+    """``step(state_E, batch) -> (state_E, metrics_E)``: ``make_train_step(..., placement=Placement(ensemble=mode))``.
 
     Args:
       graphdef, rest: the architecture and the shared non-parameter state (:func:`split_members`).
@@ -114,8 +114,8 @@ def make_ensemble_step(graphdef, rest, tx: optax.GradientTransformation, *, shar
     """
     if mode not in ENSEMBLE_MODES:
         raise ValueError(f"mode must be one of {ENSEMBLE_MODES}, got {mode!r}")
-    return make_train_step(graphdef, rest, tx, loss_fn=loss_fn, donate=donate, compute_dtype=compute_dtype,
-                           ensemble=mode, shared_batch=shared_batch)
+    return make_train_step(graphdef, rest, tx, loss=Loss(loss_fn=loss_fn, compute_dtype=compute_dtype),
+                           placement=Placement(donate=donate, ensemble=mode, shared_batch=shared_batch))
 
 
 def member_sharding(num_members: int, devices: Sequence[jax.Device] | None = None) -> NamedSharding | None:
@@ -317,7 +317,8 @@ def make_grid_step(graphdef, rest, tx: optax.GradientTransformation, *, in_axes:
                    loss_fn: LossFn = token_nll_loss, trainable=None, compute_dtype=None, mode: str = "vmap",
                    donate: bool = True, member_masks: bool = False):
     """``step(state_E, *inputs) -> (state_E, metrics_E)``: the one step builder's lone step
-    (``make_train_step(graphdef, rest, tx, penalty=, loss_fn=, trainable=, compute_dtype=)``) over the members
+    (``make_train_step(graphdef, rest, tx, loss=Loss(penalty=, loss_fn=, compute_dtype=),
+    update=Update(trainable=))``) over the members
     (:func:`over_members` with ``in_axes``, one per input: the batch and, with a penalty, its operands), jitted once
     with the state donated. ``tx`` is one member's :func:`grid_tx` (its update reads each member's schedule from
     that member's state); build the state with :func:`init_grid` (wrapped in ``optim.masked_tx`` like the step's
@@ -330,10 +331,12 @@ def make_grid_step(graphdef, rest, tx: optax.GradientTransformation, *, in_axes:
         if trainable is not None:
             raise ValueError("member_masks and trainable both set which leaves train; give one")
         objective = lm_objective(graphdef, rest, loss_fn=loss_fn, penalty=penalty, compute_dtype=compute_dtype)
-        lone = make_train_step(graphdef, rest, tx, value_and_grad=masked_value_and_grad(objective), donate=False)
+        lone = make_train_step(graphdef, rest, tx, loss=Loss(value_and_grad=masked_value_and_grad(objective)),
+                               placement=Placement(donate=False))
     else:
-        lone = make_train_step(graphdef, rest, tx, penalty=penalty, loss_fn=loss_fn, trainable=trainable,
-                               compute_dtype=compute_dtype, donate=False)
+        lone = make_train_step(graphdef, rest, tx,
+                               loss=Loss(loss_fn=loss_fn, penalty=penalty, compute_dtype=compute_dtype),
+                               update=Update(trainable=trainable), placement=Placement(donate=False))
     jitted = jax.jit(over_members(lone, mode, tuple(in_axes)), donate_argnums=(0,) if donate else ())
     jitted.tx = lone.tx
     return jitted

@@ -2,7 +2,7 @@
 
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     state = init_state(params, tx)
-    step = make_train_step(graphdef, rest, tx, penalty=ewc_penalty, loss_fn=token_nll_loss)
+    step = make_train_step(graphdef, rest, tx, loss=Loss(penalty=ewc_penalty, loss_fn=token_nll_loss))
     state, metrics = step(state, batch, penalty_args)          # penalty_args: e.g. EWC (fisher, anchor, λ)
 
 A batch is a dict with ``tokens`` (int32 ``B S``), ``target_mask`` (``B S``, 1 where the token is a training
@@ -12,18 +12,21 @@ target) and optionally ``positions`` (``B S``), ``attention_mask`` (``B S``, 1 k
 ``train/losses.py``) plus an optional ``penalty(params, penalty_args)``. Large penalty operands (the EWC Fisher and
 anchor) are *arguments* of the jitted step, not constants baked into the compiled program.
 
-Every trainer of the package is this builder with a different hook (one program shape, one guard):
+Every trainer of the package is this builder with a different hook (one program shape, one guard). The builder
+takes the model, the optimiser and three small option groups, each a frozen dataclass checked on construction:
 
-* the language-model objective above (``graphdef``, ``rest``, ``loss_fn``, ``penalty``, ``compute_dtype``);
-* ``objective(params, *inputs) -> (loss, metrics)``: any differentiable function of the trainable pytree and the
-  step's inputs (CKL's θ with its frozen half and a dropout key, ``continual/ckl.py``); the step is then
-  ``step(state, *inputs)``;
-* ``value_and_grad(params, *inputs) -> ((loss, metrics), grads)``: a gradient that is not ``jax.grad`` of one
-  function (TAALM's meta-gradient, summed over chunks of pairs by a scan, ``continual/taalm/meta.py``);
-* ``update(grads, opt_state, params) -> (params, opt_state)`` instead of the optax ``tx`` (TAALM's hand-written
-  AdamW); ``trainable`` (a pytree of bools) and ``transform`` (an optax transformation after ``tx``) change the
-  optimiser (``step.tx`` is then the one to build the state with);
-* ``ensemble="vmap" | "map"``: the same step over a leading member axis E (``train/ensemble.py``).
+* :class:`Loss`, what is differentiated: the language-model objective above (``loss_fn``, ``penalty``,
+  ``compute_dtype``), or ``objective(params, *inputs) -> (loss, metrics)``, any differentiable function of the
+  trainable pytree and the step's inputs (CKL's θ with its frozen half and a dropout key, ``continual/ckl.py``;
+  the step is then ``step(state, *inputs)``), or ``value_and_grad(params, *inputs) -> ((loss, metrics), grads)``,
+  a gradient that is not ``jax.grad`` of one function (TAALM's meta-gradient, summed over chunks of pairs by a
+  scan, ``continual/taalm/meta.py``);
+* :class:`Update`, how the gradient becomes the new state: ``update(grads, opt_state, params) -> (params,
+  opt_state)`` instead of the optax ``tx`` (TAALM's hand-written AdamW); ``trainable`` (a pytree of bools) and
+  ``transform`` (an optax transformation after ``tx``) change the optimiser (``step.tx`` is then the one to build
+  the state with); the finite ``guard``; ``accumulate`` micro-batches per update;
+* :class:`Placement`, where the state lives: ``donate``, ``state_sharding`` (a mesh), ``ensemble="vmap" | "map"``
+  (the same step over a leading member axis E, ``train/ensemble.py``) and ``shared_batch``.
 
 Finite guard: if the loss, the gradient norm, any updated parameter or any optimiser-state leaf is not finite, the
 step returns the *previous* state unchanged with ``finite = False``; the caller (``train/loop.run_loop``) stops
@@ -39,6 +42,7 @@ optimiser's elementwise arithmetic twice.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Callable, NamedTuple
 
@@ -314,72 +318,154 @@ def _over_members(lone, mode: str, shared_batch: bool):
     return lambda state, *inputs: jax.lax.map(lambda si: lone(si[0], *si[1]), (state, inputs))
 
 
-def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, penalty: Penalty | None = None,
-                    loss_fn: LossFn = token_nll_loss, donate: bool = True, compute_dtype=None,
-                    state_sharding=None, objective: Callable | None = None, value_and_grad: Callable | None = None,
-                    update: Callable | None = None, trainable=None,
-                    transform: optax.GradientTransformation | None = None, ensemble: str | None = None,
-                    shared_batch: bool = False, guard: str = "state", accumulate: int = 1):
+@dataclasses.dataclass(frozen=True)
+class Loss:
+    """What a step differentiates (:func:`make_train_step`'s ``loss``).
+
+    The language-model objective (``lm_objective``, inputs ``(batch, penalty_args=None)``) is
+    ``loss_fn(logits_BSV, batch) + penalty(params, penalty_args)``, run in ``compute_dtype`` when given (float32
+    master parameters cast on use, float32 loss; use a model whose config ``dtype`` is the same). A custom
+    ``objective(params, *inputs) -> (loss, metrics)`` replaces it (``penalty`` / ``compute_dtype`` then belong
+    inside it), and ``value_and_grad(params, *inputs) -> ((loss, metrics), grads)`` replaces
+    ``jax.value_and_grad(objective, has_aux=True)`` (a gradient that is not ``jax.grad`` of one function).
+
+    Raises:
+      ValueError: naming the field, for a non-callable hook or ``objective`` together with ``penalty`` /
+        ``compute_dtype``.
+    """
+
+    loss_fn: LossFn = token_nll_loss
+    penalty: Penalty | None = None
+    compute_dtype: Any = None
+    objective: Callable | None = None
+    value_and_grad: Callable | None = None
+
+    def __post_init__(self):
+        if not callable(self.loss_fn):
+            raise ValueError(f"Loss.loss_fn must be callable (logits_BSV, batch) -> (loss, count), got "
+                             f"{self.loss_fn!r}")
+        for name in ("penalty", "objective", "value_and_grad"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise ValueError(f"Loss.{name} must be callable or None, got {value!r}")
+        if self.objective is not None and (self.penalty is not None or self.compute_dtype is not None):
+            raise ValueError("Loss.penalty and Loss.compute_dtype belong to the language-model objective; fold them "
+                             "into the Loss.objective you pass")
+
+    @property
+    def custom(self) -> bool:
+        """True when the step runs a given ``objective`` / ``value_and_grad`` instead of the language model's."""
+        return self.objective is not None or self.value_and_grad is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Update:
+    """How a gradient becomes the new state (:func:`make_train_step`'s ``update``).
+
+    ``update(grads, opt_state, params) -> (params, opt_state)`` replaces the optax ``tx`` (``optax_update``);
+    ``trainable`` (a pytree of bools like the parameters: frozen leaves get exactly zero updates through
+    ``optim.masked_tx`` and no gradient, :func:`trainable_value_and_grad`; a custom ``Loss.value_and_grad`` is
+    used as given) and ``transform`` (an optax transformation chained after ``tx``) change the optax ``tx``: build
+    the state from ``step.tx`` then. ``guard``: the finite guard, ``"state"`` or ``"gradient"`` (module docstring:
+    the second holds no second copy of the state). ``accumulate``: split the first input (the batch) into this
+    many micro-batches and run one optimiser update on their combined gradient (``train/accumulate.py``: a
+    ``lax.scan``, one micro-batch's activations in memory); the language-model objective weights them by their
+    target tokens when ``loss_fn.mean_over`` is ``"targets"`` (the default NLL, equal to the large batch to float32
+    rounding), else equally (a mean over rows, e.g. TWPPL); a custom objective is weighted equally.
+
+    Raises:
+      ValueError: naming the field: ``guard`` not in :data:`GUARDS`, ``accumulate`` not an integer >= 1, a
+        non-callable ``update``, or ``trainable`` / ``transform`` beside a custom ``update``.
+    """
+
+    update: Callable | None = None
+    trainable: Any = None
+    transform: optax.GradientTransformation | None = None
+    guard: str = "state"
+    accumulate: int = 1
+
+    def __post_init__(self):
+        if self.guard not in GUARDS:
+            raise ValueError(f"Update.guard must be one of {GUARDS}, got {self.guard!r}")
+        check_accumulate(self.accumulate)
+        if self.update is not None and not callable(self.update):
+            raise ValueError(f"Update.update must be callable (grads, opt_state, params) -> (params, opt_state), "
+                             f"got {self.update!r}")
+        if self.update is not None and (self.transform is not None or self.trainable is not None):
+            raise ValueError("Update.trainable / Update.transform change an optax tx; with a custom Update.update, "
+                             "apply them in it")
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where the step's state lives and how it is compiled (:func:`make_train_step`'s ``placement``).
+
+    ``donate``: donate the state buffers. ``state_sharding``: a pytree of shardings like the state
+    (``parallel/rules.tree_shardings`` for a ``Mesh``): the new state keeps that placement (``out_shardings``);
+    place the state and each batch before calling, and the compiler partitions the step (data parallel over the
+    batch rows, FSDP/tensor over the parameters). ``ensemble``: None (one model), ``"vmap"`` or ``"map"``: the step
+    over a leading member axis E of the state (member e is the same function of its state and its inputs as a lone
+    run, to float32 rounding: batched kernels, and a step compiled as a loop body, accumulate and fuse
+    differently). ``shared_batch``: every member reads the same inputs (no E axis on them).
+
+    Raises:
+      ValueError: naming the field: ``ensemble`` not None nor in :data:`ENSEMBLE_MODES`, a non-bool ``donate`` /
+        ``shared_batch``.
+    """
+
+    donate: bool = True
+    state_sharding: Any = None
+    ensemble: str | None = None
+    shared_batch: bool = False
+
+    def __post_init__(self):
+        if self.ensemble is not None and self.ensemble not in ENSEMBLE_MODES:
+            raise ValueError(f"Placement.ensemble must be one of {ENSEMBLE_MODES} or None, got {self.ensemble!r}")
+        for name in ("donate", "shared_batch"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"Placement.{name} must be a bool, got {getattr(self, name)!r}")
+
+
+def make_train_step(graphdef, rest, tx: optax.GradientTransformation | None, *, loss: Loss = Loss(),
+                    update: Update = Update(), placement: Placement = Placement()):
     """Builds ``step(state, *inputs) -> (state, metrics)``, jitted once, state buffers donated.
 
     Args:
       graphdef, rest: the model (``nnx.split``) of the default language-model objective (``lm_objective``:
-        ``step(state, batch, penalty_args=None)``); unused (may be None) with ``objective`` / ``value_and_grad``.
-      tx: the optax optimiser; unused (may be None) with ``update``.
-      penalty, loss_fn, compute_dtype: the language-model objective (module docstring). With ``compute_dtype``
-        (e.g. bfloat16) the state holds float32 master parameters (``master_params``); use a model whose config
-        ``dtype`` is the same ``compute_dtype`` so its layers compute in it.
-      donate: donate the state buffers.
-      state_sharding: a pytree of shardings like the state (``parallel/rules.tree_shardings`` for a ``Mesh``): the
-        new state keeps that placement (``out_shardings``); place the state and each batch before calling, and
-        the compiler partitions the step (data parallel over the batch rows, FSDP/tensor over the parameters).
-      objective: ``objective(params, *inputs) -> (loss, metrics)`` replacing the language-model objective.
-      value_and_grad: ``value_and_grad(params, *inputs) -> ((loss, metrics), grads)`` replacing
-        ``jax.value_and_grad(objective, has_aux=True)``.
-      update: ``update(grads, opt_state, params) -> (params, opt_state)`` replacing ``tx`` (``optax_update``).
-      trainable: a pytree of bools like the parameters: frozen leaves (False) get exactly zero updates
-        (``optim.masked_tx``) and no gradient is computed for them (:func:`trainable_value_and_grad`; with a
-        custom ``value_and_grad`` that one is used as given); transform: an optax transformation chained after
-        ``tx``. With either, build the state from ``step.tx``.
-      ensemble: None (one model), ``"vmap"`` or ``"map"``: the step over a leading member axis E of the state
-        (member e is the same function of its state and its inputs as a lone run, to float32 rounding: batched
-        kernels, and a step compiled as a loop body, accumulate and fuse differently). shared_batch: every member
-        reads the same inputs (no E axis on them).
-      guard: ``"state"`` or ``"gradient"`` (module docstring: the second holds no second copy of the state).
-      accumulate: split the first input (the batch) into this many micro-batches and run one optimiser update on
-        their combined gradient (``train/accumulate.py``: a ``lax.scan``, one micro-batch's activations in
-        memory). The language-model objective weights them by their target tokens when ``loss_fn.mean_over`` is
-        ``"targets"`` (the default NLL, equal to the large batch to float32 rounding), else equally (a mean over
-        rows, e.g. TWPPL); a custom ``objective`` / ``value_and_grad`` is weighted equally.
+        ``step(state, batch, penalty_args=None)``); unused (may be None) with ``loss.objective`` /
+        ``loss.value_and_grad``.
+      tx: the optax optimiser; unused (may be None) with ``update.update``.
+      loss: :class:`Loss`, what is differentiated (default: the mean next-token NLL of the model, no penalty).
+      update: :class:`Update`, how the gradient becomes the new state (default: ``tx``, every leaf trained, the
+        ``"state"`` guard, one micro-batch).
+      placement: :class:`Placement`, donation, sharding and the ensemble axis (default: one model, donated).
 
     Metrics: the objective's (``loss``, ``penalty``, ``targets`` for the default), ``grad_norm`` (of the full
     gradient) and ``finite`` (module docstring).
     """
-    if objective is not None and (penalty is not None or compute_dtype is not None):
-        raise ValueError("penalty and compute_dtype belong to the language-model objective; fold them into the "
-                         "objective you pass")
-    check_accumulate(accumulate)
-    weight_key = ("targets" if objective is None and value_and_grad is None
-                  and getattr(loss_fn, "mean_over", None) == "targets" else None)
+    trainable = update.trainable
+    weight_key = ("targets" if not loss.custom and getattr(loss.loss_fn, "mean_over", None) == "targets" else None)
+    value_and_grad = loss.value_and_grad
     if value_and_grad is None:
+        objective = loss.objective
         if objective is None:
-            objective = lm_objective(graphdef, rest, loss_fn=loss_fn, penalty=penalty, compute_dtype=compute_dtype)
+            objective = lm_objective(graphdef, rest, loss_fn=loss.loss_fn, penalty=loss.penalty,
+                                     compute_dtype=loss.compute_dtype)
         value_and_grad = (jax.value_and_grad(objective, has_aux=True) if trainable is None
                           else trainable_value_and_grad(objective, trainable))
-    if update is None:
+    apply = update.update
+    if apply is None:
         if tx is None:
-            raise ValueError("make_train_step needs an optax tx or an update function")
-        if transform is not None or trainable is not None:
-            tx = optax.chain(tx, transform) if transform is not None else tx
+            raise ValueError("make_train_step needs an optax tx or an Update.update function")
+        if update.transform is not None or trainable is not None:
+            tx = optax.chain(tx, update.transform) if update.transform is not None else tx
             tx = masked_tx(tx, trainable) if trainable is not None else tx
-        update = optax_update(tx)
-    elif transform is not None or trainable is not None:
-        raise ValueError("trainable / transform change an optax tx; with a custom update, apply them in it")
-    step = _pure_step(accumulated(value_and_grad, accumulate, weight_key=weight_key), update, guard)
-    if ensemble is not None:
-        step = _over_members(jax.jit(step), ensemble, shared_batch)
-    out = None if state_sharding is None else (state_sharding, None)
-    jitted = jax.jit(step, donate_argnums=(0,) if donate else (), out_shardings=out)
+        apply = optax_update(tx)
+    step = _pure_step(accumulated(value_and_grad, update.accumulate, weight_key=weight_key), apply, update.guard)
+    if placement.ensemble is not None:
+        step = _over_members(jax.jit(step), placement.ensemble, placement.shared_batch)
+    out = None if placement.state_sharding is None else (placement.state_sharding, None)
+    jitted = jax.jit(step, donate_argnums=(0,) if placement.donate else (), out_shardings=out)
     jitted.tx = tx
     return jitted
 

@@ -1,7 +1,7 @@
 """Metrics sinks next to ``metrics.jsonl``: TensorBoard event files (tensorboardX) and, when asked, Weights & Biases.
 
     tracker = Tracker(TrackingConfig(tensorboard="runs/x/tb", wandb_project=None))
-    train_lm(..., on_record=tracker.record)      # every train/eval record of the loop, as it is written
+    train_lm(..., hooks=RunHooks(on_record=tracker.record))   # every train/eval record of the loop, as written
     tracker.close()
 
 A record ``{"kind": "train" | "eval", "step": t, name: value, ...}`` becomes one scalar per numeric scalar value,

@@ -113,7 +113,7 @@ def test_scanned_lora_equals_the_looped_lora_with_the_same_adapters():
 
 def test_scanned_freeze_is_a_row_mask_and_its_frozen_rows_never_move():
     from cfka_jax.train.optim import OptimConfig, make_optimizer
-    from cfka_jax.train.step import init_state, make_train_step
+    from cfka_jax.train.step import Placement, Update, init_state, make_train_step
 
     scanned = _scanned(_model(QWEN))
     wrt = peft.trainable_filter(scanned, num_frozen_blocks=2, freeze_embeddings=True)
@@ -124,7 +124,7 @@ def test_scanned_freeze_is_a_row_mask_and_its_frozen_rows_never_move():
     np.testing.assert_array_equal(flat[("layers", "self_attn", "q_proj", "kernel")], [False, False, True])
     tx = make_optimizer(OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=1, total_steps=4))
     state = init_state(params, peft.masked_tx(tx, mask))
-    step = make_train_step(graphdef, rest, tx, trainable=mask, donate=False)
+    step = make_train_step(graphdef, rest, tx, update=Update(trainable=mask), placement=Placement(donate=False))
     before = jax.tree.map(np.asarray, params)
     tokens = jnp.asarray(TOKENS)
     batch = {"tokens": tokens, "target_mask": jnp.ones_like(tokens)}
@@ -156,7 +156,7 @@ def test_scanned_freeze_trains_like_the_looped_freeze():
         graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         mask = peft.trainable_mask(params, peft.trainable_filter(model, num_frozen_blocks=2, freeze_embeddings=True))
         state = init_state(params, peft.masked_tx(tx, mask))
-        step = make_train_step(graphdef, rest, tx, trainable=mask, donate=False)
+        step = make_train_step(graphdef, rest, tx, update=Update(trainable=mask), placement=Placement(donate=False))
         for _ in range(3):
             state, _ = step(state, batch)
         out[scan] = family.of(model).export(nnx.merge(graphdef, state.params, rest))

@@ -8,7 +8,7 @@ import optax
 
 from cfka_jax.continual.taalm import twppl as tw
 from cfka_jax.models.qwen import QwenConfig, QwenModel
-from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.train.step import Loss, Placement, init_state, make_train_step
 from tests.tolerances import F32, F64
 
 
@@ -89,7 +89,7 @@ def test_twppl_loss_in_the_shared_train_step(key):
     m = tw.target_mask(att)
     batch = {"tokens": tokens, "attention_mask": att, "target_mask": m, "token_weights": jnp.ones((2, 6))}
     tx = optax.sgd(0.1)
-    step = make_train_step(graphdef, rest, tx, loss_fn=tw.twppl_loss, donate=False)
+    step = make_train_step(graphdef, rest, tx, loss=Loss(loss_fn=tw.twppl_loss), placement=Placement(donate=False))
     state, metrics = step(init_state(params, tx), batch)
     logits = jax.jit(lambda p: nnx.merge(graphdef, p, rest)(tokens, attention_mask_BT=att).logits)(params)
     np.testing.assert_allclose(float(metrics["loss"]), float(tw.twppl(logits, tokens, jnp.ones((2, 6)), m)),

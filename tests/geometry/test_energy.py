@@ -17,7 +17,7 @@ from cfka_jax.geometry.energy import (
     make_energy_loss,
 )
 from cfka_jax.geometry.force import energy
-from cfka_jax.train.step import init_state, make_train_step, token_nll_loss
+from cfka_jax.train.step import Loss, init_state, make_train_step, token_nll_loss
 from tests.tolerances import F32
 
 
@@ -108,7 +108,7 @@ def test_engine_step_with_infinite_threshold_equals_the_default_step(qwen, token
     def copy():
         return jax.tree.map(jnp.copy, params)
     plain, m1 = make_train_step(net.graphdef, net.rest, tx)(init_state(copy(), tx), b)
-    masked, m2 = make_train_step(net.graphdef, net.rest, tx, loss_fn=make_energy_loss(EnergyMaskConfig()))(
+    masked, m2 = make_train_step(net.graphdef, net.rest, tx, loss=Loss(loss_fn=make_energy_loss(EnergyMaskConfig())))(
         init_state(copy(), tx), b)
     assert float(m1["loss"]) == float(m2["loss"])
     same = jax.tree.map(lambda a, c: bool(jnp.array_equal(a, c)), plain.params, masked.params)

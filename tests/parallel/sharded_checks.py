@@ -28,7 +28,7 @@ from cfka_jax.theory.train import SGDConfig  # noqa: E402
 from cfka_jax.theory.world import WorldConfig, make_world  # noqa: E402
 from cfka_jax.train.checkpoint import restore, save  # noqa: E402
 from cfka_jax.train.optim import OptimConfig, make_optimizer  # noqa: E402
-from cfka_jax.train.step import chunked_token_nll_loss, init_state, make_train_step  # noqa: E402
+from cfka_jax.train.step import Loss, Placement, chunked_token_nll_loss, init_state, make_train_step  # noqa: E402
 from cfka_jax.models.qwen import QwenConfig, QwenModel  # noqa: E402
 
 
@@ -69,7 +69,7 @@ def _train(mesh, steps: int = 3, **loss):
     if mesh is not None:
         shardings = tree_shardings(state, mesh)
         state = place(state, shardings)
-    step = make_train_step(graphdef, rest, tx, state_sharding=shardings, **loss)
+    step = make_train_step(graphdef, rest, tx, loss=Loss(**loss), placement=Placement(state_sharding=shardings))
     for t in range(steps):
         b = _batch(t) if mesh is None else place(_batch(t), batch_sharding(mesh))
         state, metrics = step(state, b)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from cfka_jax.runs.engine import finish_run, train_lm
+from cfka_jax.runs.engine import RunMemory, RunObjective, RunUpdate, finish_run, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.methods import apply_update
 from cfka_jax.train.checkpoint import CheckpointDir, CheckpointError, restore, save
@@ -32,7 +32,8 @@ def _model(update: str, seed: int = 0):
 
 def _train(path, batch_at=batch, seed=0, **kw):
     model, trainable = _model("lora", seed)
-    return train_lm(model, batch_at, opt=OPT, loop=LOOP, folder=RunFolder(path), trainable=trainable, **kw)
+    return train_lm(model, batch_at, update=RunUpdate(opt=OPT, trainable=trainable), loop=LOOP, folder=RunFolder(path),
+                    memory=RunMemory(**kw))
 
 
 def _bytes(path: pathlib.Path) -> int:
@@ -135,8 +136,8 @@ def test_unknown_options_are_refused(tmp_path):
     with pytest.raises(ValueError, match="--loss-chunk"):
         _train(tmp_path / "b", loss_chunk=-1)  # 0 is the full logits
     with pytest.raises(ValueError, match="--loss-chunk"):
-        train_lm(tiny_model(), batch, opt=OPT, loop=LOOP, folder=RunFolder(tmp_path / "c"),
-                 loss_fn=lambda logits, b: 0.0, loss_chunk=4)
+        train_lm(tiny_model(), batch, update=RunUpdate(opt=OPT), loop=LOOP, folder=RunFolder(tmp_path / "c"),
+                 objective=RunObjective(loss_fn=lambda logits, b: 0.0), memory=RunMemory(loss_chunk=4))
 
 
 def test_loss_chunk_trains_like_the_full_logits_loss(runs, tmp_path):

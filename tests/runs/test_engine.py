@@ -9,7 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from cfka_jax.runs.engine import TrainedRun, best_step, finish_run, train_lm
+from cfka_jax.runs.engine import (RunHooks, RunMemory, RunObjective, RunUpdate, TrainedRun, best_step, finish_run,
+                                  train_lm)
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.train.loop import LoopConfig
 from cfka_jax.train.optim import OptimConfig
@@ -37,8 +38,8 @@ def evaluate_factory(graphdef, rest):
 
 
 def _train(path, batch_at=batch) -> TrainedRun:
-    return train_lm(tiny_model(), batch_at, opt=OPT, loop=LOOP, folder=RunFolder(path),
-                    evaluate_factory=evaluate_factory)
+    return train_lm(tiny_model(), batch_at, update=RunUpdate(opt=OPT), loop=LOOP, folder=RunFolder(path),
+                    hooks=RunHooks(evaluate_factory=evaluate_factory))
 
 
 def _steps(history):
@@ -165,8 +166,9 @@ def test_consume_trains_the_same_and_frees_the_models_buffers(tmp_path, update):
 
     def run(path, consume):
         model, trainable = apply_update(QwenModel(cfg, rngs=nnx.Rngs(0)), update, freeze_layers=0, lora_rank=4, seed=0)
-        out = train_lm(model, batch, opt=OPT, loop=LoopConfig(steps=2, log_every=1, progress=False),
-                       folder=RunFolder(path), compute_dtype=jnp.bfloat16, trainable=trainable, consume=consume)
+        out = train_lm(model, batch, update=RunUpdate(opt=OPT, trainable=trainable),
+                       loop=LoopConfig(steps=2, log_every=1, progress=False), folder=RunFolder(path),
+                       objective=RunObjective(compute_dtype=jnp.bfloat16), memory=RunMemory(consume=consume))
         return model, out
 
     _, copied = run(tmp_path / "copy", False)
@@ -175,3 +177,26 @@ def test_consume_trains_the_same_and_frees_the_models_buffers(tmp_path, update):
     dtypes = {x.dtype for x in jax.tree.leaves(consumed.params)}
     assert dtypes == ({jnp.dtype("float32")} if update == "full" else {jnp.dtype("float32"), jnp.dtype("bfloat16")})
     assert all(x.is_deleted() for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: RunUpdate(opt={"peak_lr": 1e-3}), "RunUpdate.opt must be a train.optim.OptimConfig"),
+    (lambda: RunUpdate(opt=OPT, trainable="lora"), "RunUpdate.trainable must be callable"),
+    (lambda: RunObjective(loss_fn=None), "RunObjective.loss_fn must be callable"),
+    (lambda: RunObjective(penalty=1.0), "RunObjective.penalty must be callable"),
+    (lambda: RunMemory(guard="none"), "--guard must be one of"),
+    (lambda: RunMemory(loss_chunk=-1), "--loss-chunk must be an integer"),
+    (lambda: RunMemory(final_checkpoint="some"), "--final-checkpoint must be one of"),
+    (lambda: RunMemory(consume=1), "RunMemory.consume must be a bool"),
+    (lambda: RunHooks(on_record="tb"), "RunHooks.on_record must be callable"),
+])
+def test_run_option_groups_refuse_bad_fields(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_train_lm_takes_eight_parameters():
+    import inspect
+
+    assert list(inspect.signature(train_lm).parameters) == ["model", "batch_at", "update", "loop", "folder",
+                                                            "objective", "memory", "hooks"]

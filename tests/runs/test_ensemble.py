@@ -11,7 +11,7 @@ from cfka_jax.data.batching import EpochBatcher
 from cfka_jax.data.pipeline import build_data
 from cfka_jax.runs import ensemble as re
 from cfka_jax.runs.biography import build_model
-from cfka_jax.runs.engine import train_lm
+from cfka_jax.runs.engine import RunUpdate, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.presets import BIOGRAPHY
 from cfka_jax.train.ensemble import member
@@ -47,8 +47,9 @@ def test_members_match_lone_pt_runs_and_round_trip(tmp_path):
     for e, seed in enumerate(spec.seeds):  # the lone run of pretrain(): same init, batches, optimiser and loop
         batcher = EpochBatcher(bundle.splits["pt_train"].docs(), seq_len=bundle.config.seq_len,
                                eos_id=bundle.eos_id, batch_size=p.pt.batch, seed=seed)
-        lone = train_lm(build_model(p, "qwen", len(bundle.tokenizer), seed), batcher, opt=p.pt.optim(),
-                        loop=p.pt.loop(progress=False), folder=RunFolder(tmp_path / f"lone{seed}"))
+        lone = train_lm(build_model(p, "qwen", len(bundle.tokenizer), seed), batcher,
+                        update=RunUpdate(opt=p.pt.optim()), loop=p.pt.loop(progress=False),
+                        folder=RunFolder(tmp_path / f"lone{seed}"))
         for x, y in zip(jax.tree.leaves(member(pt.params_E, e)), jax.tree.leaves(lone.params)):
             assert np.max(np.abs(np.asarray(x) - y)) <= F32.adam_batched_rtol * np.max(np.abs(y))
     re.save_ensemble(tmp_path / "pt", pt)

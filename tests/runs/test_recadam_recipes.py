@@ -13,7 +13,7 @@ from flax import nnx
 from cfka_jax.continual.recadam import RecAdamConfig, recadam
 from cfka_jax.experiments import corpus_cpt as cc
 from cfka_jax.experiments import knowedit as ke
-from cfka_jax.runs.engine import train_lm
+from cfka_jax.runs.engine import RunUpdate, train_lm
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import resolve
 from cfka_jax.runs.methods import apply_update, optimizer_core
@@ -77,8 +77,10 @@ def test_a_train_lm_run_with_recadam_is_the_update_written_out(tmp_path, update)
     model, trainable = apply_update(tiny_model(0), update, freeze_layers=1, lora_rank=2, seed=0)
     before = nnx.split(model, nnx.Param, ...)[1]
     want = _by_hand(model, trainable, LOOP.steps)
-    run = train_lm(model, batch, opt=OPT, loop=LOOP, folder=RunFolder(tmp_path / update), trainable=trainable,
-                   optimizer=optimizer_core(resolve("recadam", "corpus"), OPT))
+    run = train_lm(model, batch,
+                   update=RunUpdate(opt=OPT, trainable=trainable,
+                                    optimizer=optimizer_core(resolve("recadam", "corpus"), OPT)),
+                   loop=LOOP, folder=RunFolder(tmp_path / update))
     for got, w in zip(jax.tree.leaves(run.params), jax.tree.leaves(want)):  # jitted step vs the loop above
         err = float(np.max(np.abs(np.asarray(got) - np.asarray(w))))
         assert err <= F32.adam_batched_rtol * float(np.max(np.abs(np.asarray(w))))

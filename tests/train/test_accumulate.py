@@ -1,4 +1,5 @@
-"""Gradient accumulation (``train/accumulate.py``, ``make_train_step(..., accumulate=N)``) equals the large batch.
+"""Gradient accumulation (``train/accumulate.py``, ``make_train_step(..., update=Update(accumulate=N))``) equals
+the large batch.
 
 Not bit for bit: the micro-batches' sums are regrouped (a running weighted mean of N partial means instead of one
 sum over the batch), so parameters after an SGD step agree to float32 rounding, F32.exact_rtol relative to each
@@ -14,7 +15,7 @@ import pytest
 from cfka_jax.continual.taalm.twppl import twppl_loss
 from cfka_jax.train import ensemble as ens
 from cfka_jax.train.accumulate import accumulated, split_micro
-from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.train.step import Loss, Placement, Update, init_state, make_train_step
 from tests.helpers import SEQ, VOCAB, split, tiny_model
 from tests.tolerances import F32
 
@@ -44,8 +45,8 @@ def _one_step(accumulate, batch, *, guard="state", loss=None, penalty=False):
     anchor = jax.tree.map(lambda p: p + 0.01, params)
     tx = optax.sgd(0.5)
     kw = {"loss_fn": loss} if loss is not None else {}
-    step = make_train_step(graphdef, rest, tx, accumulate=accumulate, guard=guard,
-                           penalty=_penalty if penalty else None, **kw)
+    step = make_train_step(graphdef, rest, tx, loss=Loss(penalty=_penalty if penalty else None, **kw),
+                           update=Update(guard=guard, accumulate=accumulate))
     state = init_state(jax.tree.map(jnp.copy, params), tx)
     state, metrics = step(state, batch, anchor) if penalty else step(state, batch)
     return state, metrics, params
@@ -108,7 +109,8 @@ def test_seed_ensemble_members_accumulate():
     out = []
     for n in (1, 3):
         tx = optax.sgd(0.5)
-        step = make_train_step(graphdef, rest, tx, ensemble="vmap", shared_batch=True, accumulate=n)
+        step = make_train_step(graphdef, rest, tx, update=Update(accumulate=n),
+                               placement=Placement(ensemble="vmap", shared_batch=True))
         state, metrics = step(ens.init_ensemble(jax.tree.map(jnp.copy, params_E), tx), batch)
         assert bool(jnp.all(metrics["finite"]))
         out.append(jax.tree.map(jnp.subtract, state.params, params_E))
@@ -119,8 +121,8 @@ def test_seed_ensemble_members_accumulate():
 def test_bad_accumulate_refused():
     graphdef, params, rest = split(tiny_model())
     with pytest.raises(ValueError, match="--accumulate must be an integer >= 1"):
-        make_train_step(graphdef, rest, optax.sgd(0.1), accumulate=0)
-    step = make_train_step(graphdef, rest, optax.sgd(0.1), accumulate=4)
+        make_train_step(graphdef, rest, optax.sgd(0.1), update=Update(accumulate=0))
+    step = make_train_step(graphdef, rest, optax.sgd(0.1), update=Update(accumulate=4))
     with pytest.raises(ValueError, match="--accumulate 4 needs the batch size to be a multiple of 4, got 6 rows"):
         step(init_state(params, optax.sgd(0.1)), {k: v for k, v in _batch().items() if k != "token_weights"})
     with pytest.raises(ValueError, match="same leading size"):

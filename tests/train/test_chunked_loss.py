@@ -11,7 +11,7 @@ from flax import nnx
 from cfka_jax.models import family
 from cfka_jax.models.family import ModelSize
 from cfka_jax.train.losses import chunked_masked_mean_nll, masked_mean_nll
-from cfka_jax.train.step import chunked_token_nll_loss, init_state, lm_loss, make_train_step
+from cfka_jax.train.step import Loss, Placement, chunked_token_nll_loss, init_state, lm_loss, make_train_step
 from tests.helpers import batch, split, tiny_model
 from tests.tolerances import F32
 
@@ -51,7 +51,8 @@ def test_train_step_with_the_chunked_loss_matches_the_default(arch):
     tx = optax.sgd(0.1)
     out = []
     for loss_fn in (chunked_token_nll_loss(4), None):
-        step = make_train_step(graphdef, rest, tx, donate=False, **({"loss_fn": loss_fn} if loss_fn else {}))
+        step = make_train_step(graphdef, rest, tx, loss=Loss(loss_fn=loss_fn) if loss_fn else Loss(),
+                               placement=Placement(donate=False))
         state, metrics = step(init_state(params, tx), data)
         out.append((state, metrics))
     np.testing.assert_allclose(out[0][1]["loss"], out[1][1]["loss"], rtol=F32.exact_rtol)
@@ -72,7 +73,7 @@ def test_the_compiled_step_holds_far_less_than_the_logits_buffers():
     state = init_state(params, tx)
     temp = {}
     for name, kw in (("default", {}), ("chunked", {"loss_fn": chunked_token_nll_loss(32)})):
-        step = make_train_step(graphdef, rest, tx, donate=False, **kw)
+        step = make_train_step(graphdef, rest, tx, loss=Loss(**kw), placement=Placement(donate=False))
         temp[name] = step.lower(state, data).compile().memory_analysis().temp_size_in_bytes
     logits_bytes = 4 * 64 * 4096 * 4
     assert temp["default"] > 3 * logits_bytes and temp["chunked"] < logits_bytes, temp

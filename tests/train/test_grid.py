@@ -15,7 +15,7 @@ from cfka_jax.continual.ewc import EWCAnchor, ewc_anchor, ewc_penalty
 from cfka_jax.models.qwen import QwenConfig, QwenModel
 from cfka_jax.train import ensemble as ens
 from cfka_jax.train.optim import OptimConfig, lr_schedule, make_optimizer
-from cfka_jax.train.step import init_state, make_train_step, optimizer_update
+from cfka_jax.train.step import Loss, Update, init_state, make_train_step, optimizer_update
 from tests.tolerances import F32
 
 CFG = QwenConfig(model_type="qwen2", vocab_size=23, hidden_size=12, intermediate_size=10, num_hidden_layers=1,
@@ -70,12 +70,12 @@ def test_grid_members_equal_their_lone_runs(mode, key):
     params_E = ens.stack_members([_params(s)[1] for s in (0, 1, 2)])
     fisher, anchor = _ewc(_params(0)[1])
     batches, steps = _batches(key, 3, len(OPTS)), 3
-    lone_step = make_train_step(graphdef, rest, make_optimizer(OPTS[0]), penalty=ewc_penalty)
+    lone_step = make_train_step(graphdef, rest, make_optimizer(OPTS[0]), loss=Loss(penalty=ewc_penalty))
     lone = []
     for e, (cfg, lam) in enumerate(zip(OPTS, LAMS)):
         state = init_state(jax.tree.map(jnp.copy, ens.member(params_E, e)), make_optimizer(cfg))
         args = ewc_anchor(fisher, anchor, lam)
-        step = make_train_step(graphdef, rest, make_optimizer(cfg), penalty=ewc_penalty) if e else lone_step
+        step = make_train_step(graphdef, rest, make_optimizer(cfg), loss=Loss(penalty=ewc_penalty)) if e else lone_step
         for t in range(steps):
             state, _ = step(state, ens.member(batches[t], e), args)
         lone.append(state.params)
@@ -115,7 +115,7 @@ def test_member_masks_equal_lone_masked_runs(key):
     batches, cfg = _batches(key, 3, 2), OPTS[1]
     lone = []
     for e in range(2):
-        step = make_train_step(graphdef, rest, make_optimizer(cfg), trainable=masks[e])
+        step = make_train_step(graphdef, rest, make_optimizer(cfg), update=Update(trainable=masks[e]))
         state = init_state(jax.tree.map(jnp.copy, ens.member(params_E, e)), step.tx)
         for t in range(3):
             state, _ = step(state, ens.member(batches[t], e))

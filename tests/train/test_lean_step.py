@@ -9,7 +9,7 @@ import optax
 import pytest
 
 from cfka_jax.train.optim import OptimConfig, make_optimizer
-from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.train.step import Loss, Placement, Update, init_state, make_train_step
 from tests.helpers import batch, split, tiny_model
 from tests.tolerances import F32
 
@@ -20,8 +20,8 @@ def test_gradient_guard_equals_state_guard_on_finite_steps():
     graphdef, params, rest = split(tiny_model())
     tx = make_optimizer(CFG)
     a = b = init_state(params, tx)
-    sa = make_train_step(graphdef, rest, tx, donate=False)
-    sb = make_train_step(graphdef, rest, tx, donate=False, guard="gradient")
+    sa = make_train_step(graphdef, rest, tx, placement=Placement(donate=False))
+    sb = make_train_step(graphdef, rest, tx, update=Update(guard="gradient"), placement=Placement(donate=False))
     for i in range(3):
         a, ma = sa(a, batch(i))
         b, mb = sb(b, batch(i))
@@ -32,8 +32,8 @@ def test_gradient_guard_equals_state_guard_on_finite_steps():
 def test_gradient_guard_keeps_the_state_on_a_non_finite_loss_and_on_a_non_finite_update():
     graphdef, params, rest = split(tiny_model())
     tx = make_optimizer(CFG)
-    step = make_train_step(graphdef, rest, tx, guard="gradient",
-                           penalty=lambda p, a: jnp.asarray(jnp.nan, jnp.float32))
+    step = make_train_step(graphdef, rest, tx, loss=Loss(penalty=lambda p, a: jnp.asarray(jnp.nan, jnp.float32)),
+                           update=Update(guard="gradient"))
     state = init_state(params, tx)
     before = jax.tree.map(np.asarray, state.params)
     state, metrics = step(state, batch(0))
@@ -42,12 +42,12 @@ def test_gradient_guard_keeps_the_state_on_a_non_finite_loss_and_on_a_non_finite
     # an update that is NaN from a finite gradient: reported, and rolled back (the state is the previous one)
     nan_tx = optax.GradientTransformation(lambda p: optax.EmptyState(),
                                           lambda g, s, p=None: (jax.tree.map(lambda x: x * jnp.nan, g), s))
-    step = make_train_step(graphdef, rest, nan_tx, guard="gradient")
+    step = make_train_step(graphdef, rest, nan_tx, update=Update(guard="gradient"))
     state, metrics = step(init_state(params, nan_tx), batch(0))
     assert np.isfinite(float(metrics["grad_norm"])) and not bool(metrics["finite"]) and int(state.step) == 0
     jax.tree.map(np.testing.assert_array_equal, state.params, before)
     with pytest.raises(ValueError, match="guard"):
-        make_train_step(graphdef, rest, tx, guard="none")
+        make_train_step(graphdef, rest, tx, update=Update(guard="none"))
 
 
 def test_gradient_guard_holds_no_second_state():
@@ -64,7 +64,7 @@ def test_gradient_guard_holds_no_second_state():
         return sum(jnp.sum(jnp.square(w - x)) for w in p.values()), {}
 
     def temp(guard):
-        step = make_train_step(None, None, tx, objective=objective, guard=guard)
+        step = make_train_step(None, None, tx, loss=Loss(objective=objective), update=Update(guard=guard))
         return step.lower(state, jnp.float32(0.5)).compile().memory_analysis().temp_size_in_bytes
 
     assert state_bytes <= temp("state") and temp("gradient") + 0.4 * state_bytes < temp("state")

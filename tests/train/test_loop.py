@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cfka_jax.train.optim import OptimConfig, make_optimizer
-from cfka_jax.train.step import init_state, make_train_step
+from cfka_jax.train.step import init_state, make_train_step, Loss
 from cfka_jax.train.loop import LoopConfig, NonFiniteError, run_loop
 from tests.helpers import batch, split, tiny_model
 
@@ -16,7 +16,7 @@ OPT = OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=1, total_steps=6)
 def _setup(penalty=None):
     graphdef, params, rest = split(tiny_model())
     tx = make_optimizer(OPT)
-    return init_state(params, tx), make_train_step(graphdef, rest, tx, penalty=penalty)
+    return init_state(params, tx), make_train_step(graphdef, rest, tx, loss=Loss(penalty=penalty))
 
 
 def test_resume_reproduces_uninterrupted_run(tmp_path):

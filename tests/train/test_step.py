@@ -5,7 +5,7 @@ import pytest
 
 from cfka_jax.continual.ewc import ewc_anchor, ewc_penalty, fisher_batch_mean, fisher_per_example
 from cfka_jax.train.optim import OptimConfig, decay_mask, lr_schedule, make_optimizer
-from cfka_jax.train.step import init_state, lm_loss, make_train_step
+from cfka_jax.train.step import Loss, Placement, Update, init_state, lm_loss, make_train_step
 from tests.helpers import batch, split, tiny_model
 from tests.tolerances import F32
 
@@ -15,7 +15,7 @@ CFG = OptimConfig(peak_lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=10)
 def _run(penalty=None, trainable=None, steps=3, data=None, penalty_args=None):
     graphdef, params, rest = split(tiny_model())
     tx = make_optimizer(CFG, trainable(params) if trainable else None)
-    step = make_train_step(graphdef, rest, tx, penalty=penalty)
+    step = make_train_step(graphdef, rest, tx, loss=Loss(penalty=penalty))
     state = init_state(params, tx)
     for i in range(steps):
         state, metrics = step(state, data or batch(i), penalty_args)
@@ -89,7 +89,7 @@ def test_frozen_parameters_bit_identical():
 def test_non_finite_step_keeps_previous_state():
     graphdef, params, rest = split(tiny_model())
     tx = make_optimizer(CFG)
-    step = make_train_step(graphdef, rest, tx, penalty=lambda p, a: jnp.asarray(jnp.nan, jnp.float32))
+    step = make_train_step(graphdef, rest, tx, loss=Loss(penalty=lambda p, a: jnp.asarray(jnp.nan, jnp.float32)))
     state = init_state(params, tx)
     before = jax.tree.map(np.asarray, state.params)
     state, metrics = step(state, batch(0))
@@ -116,7 +116,7 @@ def test_bf16_mixed_precision_keeps_f32_master_weights_and_learns():
     graphdef, params, rest = nnx.split(QwenModel(cfg, rngs=nnx.Rngs(0)), nnx.Param, ...)
     params = master_params(params)
     tx = make_optimizer(CFG)
-    step = make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16)
+    step = make_train_step(graphdef, rest, tx, loss=Loss(compute_dtype=jnp.bfloat16))
     state = init_state(params, tx)
     losses = []
     for _ in range(6):
@@ -134,9 +134,9 @@ def test_step_hooks_reproduce_the_default_step_bit_for_bit():
     graphdef, params, rest = split(tiny_model())
     mask = jax.tree_util.tree_map_with_path(lambda path, _: "embed_tokens" not in jax.tree_util.keystr(path), params)
     ref_tx = make_optimizer(CFG, mask)
-    ref = make_train_step(graphdef, rest, ref_tx, donate=False)
-    hooked = make_train_step(None, None, make_optimizer(CFG), donate=False, trainable=mask,
-                             objective=lm_objective(graphdef, rest))
+    ref = make_train_step(graphdef, rest, ref_tx, placement=Placement(donate=False))
+    hooked = make_train_step(None, None, make_optimizer(CFG), loss=Loss(objective=lm_objective(graphdef, rest)),
+                             update=Update(trainable=mask), placement=Placement(donate=False))
     a, b = init_state(params, ref_tx), init_state(params, hooked.tx)
     for i in range(2):
         a, ma = ref(a, batch(i))
@@ -144,4 +144,28 @@ def test_step_hooks_reproduce_the_default_step_bit_for_bit():
         assert float(ma["loss"]) == float(mb["loss"]) and bool(mb["finite"])
     jax.tree.map(np.testing.assert_array_equal, a.params, b.params)
     with pytest.raises(ValueError, match="objective"):
-        make_train_step(None, None, ref_tx, objective=lm_objective(graphdef, rest), penalty=lambda p, x: 0.0)
+        make_train_step(None, None, ref_tx, loss=Loss(penalty=lambda p, x: 0.0, objective=lm_objective(graphdef, rest)))
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: Loss(loss_fn=3), "Loss.loss_fn must be callable"),
+    (lambda: Loss(penalty="ewc"), "Loss.penalty must be callable"),
+    (lambda: Loss(objective=lambda p, b: (0.0, {}), compute_dtype=jnp.bfloat16), "Loss.compute_dtype"),
+    (lambda: Update(guard="none"), "Update.guard must be one of"),
+    (lambda: Update(accumulate=0), "--accumulate must be an integer >= 1"),
+    (lambda: Update(update=lambda g, s, p: (p, s), trainable={}), "Update.trainable / Update.transform"),
+    (lambda: Placement(ensemble="pmap"), "Placement.ensemble must be one of"),
+    (lambda: Placement(donate=1), "Placement.donate must be a bool"),
+])
+def test_step_option_groups_refuse_bad_fields(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_the_step_builder_takes_the_model_the_optimiser_and_three_option_groups():
+    import inspect
+
+    assert list(inspect.signature(make_train_step).parameters) == ["graphdef", "rest", "tx", "loss", "update",
+                                                                   "placement"]
+    with pytest.raises(ValueError, match="an optax tx or an Update.update"):
+        make_train_step(None, None, None)

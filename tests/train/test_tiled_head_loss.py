@@ -16,7 +16,7 @@ from cfka_jax.continual import peft
 from cfka_jax.models import family
 from cfka_jax.models.family import ModelSize
 from cfka_jax.train.losses import head_nll_sum, masked_mean_nll, tiled_masked_mean_nll
-from cfka_jax.train.step import (cast_on_use, chunked_token_nll_loss, compute_params, init_state, lm_loss,
+from cfka_jax.train.step import (Loss, Update, cast_on_use, chunked_token_nll_loss, compute_params, init_state, lm_loss,
                                  make_train_step, master_params)
 from tests.helpers import batch
 from tests.tolerances import BF16, F32
@@ -155,8 +155,8 @@ def test_the_compiled_step_holds_no_copy_of_the_head():
     data = {"tokens": jnp.asarray(rng.integers(0, 8192, size=(2, 64)), jnp.int32),
             "target_mask": jnp.ones((2, 64), jnp.float32)}
     tx = optax.sgd(0.1)
-    step = make_train_step(graphdef, rest, tx, compute_dtype=jnp.bfloat16, guard="gradient",
-                           loss_fn=chunked_token_nll_loss(32, vocab_tile=1024))
+    step = make_train_step(graphdef, rest, tx, update=Update(guard="gradient"),
+                           loss=Loss(loss_fn=chunked_token_nll_loss(32, vocab_tile=1024), compute_dtype=jnp.bfloat16))
     temp = step.lower(init_state(params, tx), data).compile().memory_analysis().temp_size_in_bytes
     table = 8192 * 32 * 4
     grads = sum(x.size * 4 for x in jax.tree.leaves(params))

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 
 from cfka_jax.continual.taalm.adamw import AdamWConfig, AdamWState, adamw_init, adamw_step, sgd_step
 from cfka_jax.continual.taalm.twppl import object_nll, twppl
-from cfka_jax.train.step import make_train_step
+from cfka_jax.train.step import Loss, Placement, Update, make_train_step
 
 INNER_FORMS = ("adamw2_ref", "sgd1_paper")
 OUTER_OBJECTIVES = ("object", "whole")
@@ -217,4 +217,5 @@ def make_meta_step(fns: ModelFns, cfg: MetaConfig, outer: AdamWConfig = AdamWCon
     def update(g, opt: AdamWState, phi):
         return adamw_step(phi, g, opt, outer)
 
-    return make_train_step(None, None, None, value_and_grad=value_and_grad, update=update, donate=donate)
+    return make_train_step(None, None, None, loss=Loss(value_and_grad=value_and_grad), update=Update(update=update),
+                           placement=Placement(donate=donate))

@@ -4,7 +4,7 @@ reference": φ's weights as the token weights of any CPT run).
 A φ folder holds ``phi.json`` (the body's HF ``config.json`` dict, the :class:`~cfka_jax.continual.taalm.phi.PhiConfig`,
 the selected step) and ``params/`` (every parameter of φ, orbax, ``train.checkpoint``). :func:`load_phi` rebuilds
 the module from the folder alone. :func:`phi_token_weights` turns a folder into a jitted
-``token_weights(batch) -> B S`` for ``train.step.make_train_step(..., loss_fn=taalm.twppl.twppl_loss)``::
+``token_weights(batch) -> B S`` for ``train.step.make_train_step(..., loss=Loss(loss_fn=taalm.twppl.twppl_loss))``::
 
     weights = phi_token_weights("runs/taalm-small/phi")
     batch["token_weights"] = weights(batch)          # tokens, attention_mask / positions / segment_ids if any
