@@ -26,7 +26,6 @@ Scales: ``smoke`` (seconds, for tests) and ``small`` (the numbers in docs/geomet
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import math
@@ -39,14 +38,18 @@ _POSITIVE = float_arg(lo=0.0, lo_open=True)  # a finite number > 0 (step sizes, 
 
 
 def _taus(text: str) -> tuple[float, ...]:
-    """Energy thresholds: ``inf`` / ``∞`` (no masking) or finite numbers > 0, no repeats."""
+    """Energy thresholds: ``inf`` / ``∞`` (no masking) or finite numbers > 0, no repeats.
+
+    Raises:
+      ValueError: a value that is not such a number, an empty list or a repeat (the parser names ``--taus``).
+    """
     try:
         vals = [math.inf if t.strip() in ("inf", "∞") else float(t) for t in text.split(",") if t.strip()]
-        check_floats([v for v in vals if v != math.inf], "threshold", lo=0.0, lo_open=True, nonempty=False)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        raise ValueError(str(err)) from None
+    check_floats([v for v in vals if v != math.inf], "threshold", lo=0.0, lo_open=True, nonempty=False)
     if not vals or len(set(vals)) != len(vals):
-        raise argparse.ArgumentTypeError(f"thresholds must be a non-empty list without repeats, got {text!r}")
+        raise ValueError(f"thresholds must be a non-empty list without repeats, got {text!r}")
     return tuple(vals)
 
 

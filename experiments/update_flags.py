@@ -13,13 +13,12 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 from cfka_jax.parallel.mesh import parse_mesh
 from cfka_jax.runs.method import MethodOptions, method_options
 from cfka_jax.runs.methods import apply_update
-from cfka_jax.runs.specs import UPDATES, check_update_options
+from cfka_jax.runs.specs import check_update_options
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -47,15 +46,6 @@ class PretrainedRunFields:
     def options(self, **more) -> MethodOptions:
         """The registry's :class:`MethodOptions` of these fields (and ``more``, e.g. a recipe's ``ewc_fisher``)."""
         return method_options(ewc_lambda=self.ewc_lambda, ewc_batches=self.ewc_batches, rho_k=self.rho_k, **more)
-
-
-def add_update_flags(ap: argparse.ArgumentParser) -> None:
-    """Adds ``--update``, ``--freeze-layers``, ``--lora-rank`` and ``--mesh`` to ``ap``."""
-    ap.add_argument("--update", default="full", choices=UPDATES, help="which weights train (spec §4.4, §4.6)")
-    ap.add_argument("--freeze-layers", type=int, default=None,
-                    help="--update freeze: blocks frozen after the embedding (default: half of the model's)")
-    ap.add_argument("--lora-rank", type=int, default=128, help="--update lora: adapter rank (alpha = 2 x rank)")
-    ap.add_argument("--mesh", default=None, help="shard the run over devices, e.g. data=2,fsdp=4 or auto")
 
 
 def check_update_flags(update: str, freeze_layers: int | None, lora_rank: int, mesh: str | None) -> None:

@@ -183,3 +183,13 @@ def test_transmission_ood_smoke(tmp_path):
     assert (out / "reset_gain_vs_drop.png").stat().st_size > 10_000 and (out / "seed0.json").exists()
     assert geometry.main(argv) == 0  # the second call reads seed0.json back
     assert json.loads((out / "transmission.json").read_text())["R"] == data["R"]
+
+
+def test_a_subcommand_reads_its_options_from_a_config_file(tmp_path):
+    (tmp_path / "e.toml").write_text('scale = "small"\ntaus = "inf,1.5"\nlr = 0.5\n')
+    name, cfg = geometry.configs(["energy", "--config", str(tmp_path / "e.toml"), "--lr", "0.01"])
+    assert name == "energy" and (cfg.scale, cfg.taus, cfg.lr, cfg.out) == ("small", (math.inf, 1.5), 0.01,
+                                                                            "runs/geometry/energy-small")
+    (tmp_path / "bad.toml").write_text('taus = "inf,inf"\n')
+    with pytest.raises(ValueError, match=r"bad\.toml: key 'taus': thresholds must be a non-empty list"):
+        geometry.configs(["energy", "--config", str(tmp_path / "bad.toml")])
