@@ -277,7 +277,7 @@ def portable_json(obj: Any) -> Any:
     return obj
 
 
-def json_text(obj: Any, where: str, *, allow_nan: bool = True, **dump_kwargs) -> str:
+def _json_text(obj: Any, where: str, *, allow_nan: bool = True, **dump_kwargs) -> str:
     """``json.dumps(obj, allow_nan=allow_nan, **dump_kwargs)``; a non-finite number refused (``allow_nan=False``)
     is a ``ValueError`` naming ``where`` (the file it was for)."""
     try:
@@ -298,29 +298,26 @@ def write_json_atomic(path: str | os.PathLike, obj: Any, *, allow_nan: bool = Tr
     """
     if portable:
         obj, allow_nan = portable_json(obj), False
-    text = json_text(obj, os.fspath(path), allow_nan=allow_nan, **dump_kwargs)
+    text = _json_text(obj, os.fspath(path), allow_nan=allow_nan, **dump_kwargs)
     write_text_atomic(path, text + "\n" if newline else text)
-
-
-def jsonl_text(records, where: str, **dump_kwargs) -> str:
-    """One ``json.dumps(record, **dump_kwargs)`` line per record, each ending in a newline (see :func:`json_text`)."""
-    return "".join(json_text(r, where, **dump_kwargs) + "\n" for r in records)
 
 
 def write_jsonl_atomic(path: str | os.PathLike, records, **dump_kwargs) -> None:
     """Rewrite the JSON-lines file ``path`` with ``records`` (one ``json.dumps(record, **dump_kwargs)`` per line)
     atomically (:func:`write_text_atomic`): a kill leaves the previous file or the whole new one."""
-    write_text_atomic(path, jsonl_text(records, os.fspath(path), **dump_kwargs))
+    where = os.fspath(path)
+    write_text_atomic(path, "".join(_json_text(r, where, **dump_kwargs) + "\n" for r in records))
 
 
 def append_jsonl(path: str | os.PathLike, record: Any, **dump_kwargs) -> None:
     """Append ``json.dumps(record, **dump_kwargs)`` and a newline to ``path`` (created, with its folder, when
-    absent) in ONE ``write`` on a file opened for appending, then flush it (no fsync: a log line per step).
+    absent): the whole line in one unbuffered ``os.write`` on an ``O_APPEND`` descriptor (repeated only for what
+    the kernel did not take), no fsync (a log line per step).
 
     The lines already there are never touched; a kill mid-write leaves at most a torn LAST line (no newline),
-    which readers of these logs ignore and :func:`write_jsonl_atomic` removes on resume. The line is made before
-    the file is opened, so a record that cannot be written changes nothing."""
-    data = (json_text(record, os.fspath(path), **dump_kwargs) + "\n").encode("utf-8")
+    which the metrics log's reader ignores and its resume rewrites away (:func:`write_jsonl_atomic`). The line is
+    made before the file is opened, so a record that cannot be written changes nothing."""
+    data = (_json_text(record, os.fspath(path), **dump_kwargs) + "\n").encode("utf-8")
     name = os.fspath(path)
     os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
     fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
