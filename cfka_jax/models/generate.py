@@ -171,13 +171,29 @@ def process_logits(logits_BV: Float[Array, "... V"], seen_BV: Bool[Array, "... V
     return apply_top_p(apply_top_k(apply_temperature(x, cfg.temperature), cfg.top_k), cfg.top_p)
 
 
+def first_argmax(x_BV: Float[Array, "B V"]) -> Int[Array, " B"]:
+    """``jnp.argmax(x, axis=-1)`` (the first index of the row maximum; the first NaN if the row holds one) as two
+    plain reductions: ``m = max_v x[v]``, then ``min {v : x[v] == m or x[v] is NaN}``.
+
+    The same indices as ``jnp.argmax``: ``max`` propagates NaN, so with a NaN in the row ``m`` is NaN, no ``x[v]``
+    equals it and the first NaN is found; without one, the first ``v`` reaching ``m``. XLA:CPU runs argmax as one
+    variadic (value, index) reduction that it does not vectorise; at the benchmark's ``[8, 8192]`` logits it cost
+    ~0.32 ms of a ~9 ms decode step, the two plain reductions ~0.05 ms.
+    """
+    v = x_BV.shape[-1]
+    m_B1 = jnp.max(x_BV, axis=-1, keepdims=True)
+    hit_BV = (x_BV == m_B1) | jnp.isnan(x_BV)
+    return jnp.min(jnp.where(hit_BV, jnp.arange(v, dtype=jnp.int32), jnp.int32(v)), axis=-1)
+
+
 def sample_tokens(
     logits_BV: Float[Array, "B V"], seen_BV: Bool[Array, "B V"], keys_B: PRNGKeyArray, step, cfg: SamplerConfig
 ) -> Int[Array, " B"]:
-    """One token per row: argmax when greedy, else a categorical draw with key ``fold_in(keys_B[b], step)``."""
+    """One token per row: argmax when greedy (:func:`first_argmax`), else a categorical draw with key
+    ``fold_in(keys_B[b], step)``."""
     x = process_logits(logits_BV, seen_BV, cfg)
     if cfg.greedy:
-        return jnp.argmax(x, axis=-1).astype(jnp.int32)
+        return first_argmax(x)
 
     def one(key, row):
         return jax.random.categorical(jax.random.fold_in(key, step), row)

@@ -91,6 +91,20 @@ def test_processor_chain_matches_hf_logits_processors():
         np.testing.assert_allclose(ours[finite], ref[finite], rtol=0, atol=F32.op_atol)
 
 
+def test_first_argmax_is_jnp_argmax_on_ties_nan_and_infinities():
+    nan, inf = np.nan, np.inf
+    x = np.array([
+        [0.5, 2.0, -1.0, 2.0, 2.0],        # ties: the first maximum
+        [-inf, -inf, -inf, -inf, -inf],    # every logit masked: index 0
+        [1.0, nan, 3.0, nan, 0.0],         # NaN: the first NaN
+        [-inf, 1e-30, -3.0, inf, inf],     # +inf ties
+        [-2.0, -1.0, -1.5, -7.0, -1.0],
+    ], np.float32)
+    np.testing.assert_array_equal(gen.first_argmax(jnp.asarray(x)), [1, 0, 1, 3, 1])
+    r = np.random.default_rng(0).integers(-3, 3, (64, 37)).astype(np.float32)  # many ties
+    np.testing.assert_array_equal(gen.first_argmax(jnp.asarray(r)), jnp.argmax(jnp.asarray(r), axis=-1))
+
+
 def test_sampler_config_validates():
     for bad in (dict(max_new_tokens=0), dict(temperature=-1.0), dict(top_k=-1), dict(top_p=0.0),
                 dict(top_p=1.5), dict(repetition_penalty=0.0)):
