@@ -36,6 +36,7 @@ from cfka_jax.runs.engine import RunHooks, RunMemory, RunObjective, RunResult, R
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.presets import Preset
 from cfka_jax.runs.replay import check_replay
+from cfka_jax.runs.contexts import BiographyContext
 from cfka_jax.runs.specs import DTYPES, CPTSpec, PTSpec, loop_config
 from cfka_jax.train.step import master_params
 
@@ -47,11 +48,6 @@ def build_model(p: Preset, arch: str, vocab_size: int, seed: int, dtype: str = "
     cfg = fam.from_size(p.model, vocab_size=vocab_size, max_position_embeddings=2048,
                         dtype=DTYPES[dtype] or jnp.float32)
     return fam.build(cfg, seed)
-
-
-def _mesh(text: str | None):
-    """``--mesh``'s device mesh, made before a run writes anything (a mesh larger than the machine is refused)."""
-    return mesh_of(text)
 
 
 def _data(p: Preset, cache_dir: str, data: DataBundle | None) -> DataBundle:
@@ -85,14 +81,15 @@ def pretrain(spec: PTSpec, data: DataBundle | None = None) -> RunResult:
     """Runs (or resumes) PT and returns its result; the final parameters are exported to ``<out>/params``."""
     p, folder = spec.scale, RunFolder(spec.out)
     folder.check(spec, p)
-    mesh = _mesh(spec.mesh)
+    mesh = mesh_of(spec.mesh)  # made before anything is written (a mesh larger than the machine is refused)
     bundle = _data(p, spec.cache_dir, data)
     folder.start(spec, p)
     model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
     batcher = EpochBatcher(bundle.splits["pt_train"].docs(), seq_len=bundle.config.seq_len, eos_id=bundle.eos_id,
                            batch_size=p.pt.batch, seed=spec.seed, doc_mask=bundle.config.doc_mask)
     factory = _fta_factory(bundle, {"Train": "pt_train", "Original": "pt_test"}, spec.dtype, p.eval_batch)
-    run = train_lm(model, batcher, update=RunUpdate(opt=p.pt.optim()), loop=loop_config(p.pt, spec), folder=folder,
+    run = train_lm(model, batcher, update=RunUpdate(opt=p.pt.optim()),
+                   loop=loop_config(p.pt, spec.memory, spec.progress), folder=folder,
                    objective=RunObjective(compute_dtype=DTYPES[spec.dtype]), memory=RunMemory(mesh=mesh),
                    hooks=RunHooks(evaluate_factory=factory))
     em = _em(run, bundle, {"Original": "pt_test"}, p, spec.seed, spec.dtype)
@@ -101,24 +98,25 @@ def pretrain(spec: PTSpec, data: DataBundle | None = None) -> RunResult:
                       {"epochs": p.pt.steps / batcher.steps_per_epoch, **em})
 
 
-def _check_pt(spec: CPTSpec, p: Preset, pt: RunResult | None) -> None:
-    """Before any data is built: the PT result passed in is finished; an explicit ``pt_dir`` holds a finished run."""
+def _check_pt(pt_run: PTSpec, pt_dir: str | None, p: Preset, pt: RunResult | None) -> None:
+    """Before any data is built: the PT result passed in is finished; an explicit ``pt_dir`` holds a finished run
+    (``pt_run``: the PT run the CPT run starts from, ``CPTSpec.pt_spec``)."""
     if pt is not None and pt.final.get("step") != p.pt.steps:
         raise ValueError(f"the PT result passed in is at step {pt.final.get('step')}, expected {p.pt.steps}")
-    if pt is None and spec.pt_dir is not None and RunFolder(spec.pt_folder).final() is None:
-        raise RunFolderError(f"--pt-dir {spec.pt_dir} holds no finished PT run (no final.json); train it with "
-                             f"`cfka pt --preset {spec.preset} --out {spec.pt_dir}` or omit --pt-dir")
+    if pt is None and pt_dir is not None and RunFolder(pt_run.out).final() is None:
+        raise RunFolderError(f"--pt-dir {pt_dir} holds no finished PT run (no final.json); train it with "
+                             f"`cfka pt --preset {pt_run.preset} --out {pt_dir}` or omit --pt-dir")
 
 
-def _pt_params(spec: CPTSpec, p: Preset, pt: RunResult | None, model: nnx.Module, bundle: DataBundle):
-    """The PT run's final (float32 master) parameters: from ``pt`` in memory, or from the PT folder (trained
+def _pt_params(pt_run: PTSpec, p: Preset, pt: RunResult | None, model: nnx.Module, bundle: DataBundle):
+    """The PT run's final (float32 master) parameters: from ``pt`` in memory, or from ``pt_run``'s folder (trained
     first when the default folder holds no finished run)."""
     if pt is not None:
         return pt.params
-    folder = RunFolder(spec.pt_folder)
+    folder = RunFolder(pt_run.out)
     if folder.final() is None:
         print(f"[cpt] no finished PT run in {folder.path}; training it first")
-        return pretrain(spec.pt_spec(), bundle).params
+        return pretrain(pt_run, bundle).params
     abstract = master_params(nnx.split(model, nnx.Param, ...)[1])
     params, step = folder.load_params(abstract)
     if step != p.pt.steps:
@@ -130,6 +128,12 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
               extra_evaluators: dict[str, Callable] | None = None, loss_fn=None,
               init_params=None) -> RunResult:
     """Runs (or resumes) CPT from the PT parameters and returns its result.
+
+    The spec is unpacked once, here: each step below takes only the option group it reads (``CPTSpec``'s
+    :class:`~cfka_jax.runs.specs.UpdateMode`, :class:`~cfka_jax.runs.specs.MemoryOptions`,
+    :class:`~cfka_jax.runs.specs.TokenObjective`, the resolved method, the PT run and the method's
+    :class:`~cfka_jax.runs.contexts.BiographyContext`); the whole spec goes only to the run folder, which records
+    it.
 
     Args:
       spec: the run.
@@ -143,42 +147,46 @@ def continual(spec: CPTSpec, pt: RunResult | None = None, data: DataBundle | Non
         structure; replay is still sampled from, and EWC still anchored at, the PT parameters.
     """
     p, folder = spec.scale, RunFolder(spec.out)
-    _check_pt(spec, p, pt)
-    methods.check_token_weights(spec)
-    if loss_fn is not None and (spec.token_weights is not None or spec.energy_tau is not None
-                                or spec.resolved.hooks.token_objective is not None):
+    method, mode, memory, objective = spec.resolved, spec.update_mode, spec.memory, spec.objective
+    pt_run, seed = spec.pt_spec(), spec.seed
+    _check_pt(pt_run, spec.pt_dir, p, pt)
+    methods.check_token_weights(objective)
+    if loss_fn is not None and (objective.named or method.hooks.token_objective is not None):
         raise ValueError("a loss_fn was given and the spec names a token objective (token_weights / energy_tau / "
                          "a method's token loss such as rho1)")
     folder.check(spec, p)
-    mesh = _mesh(spec.mesh)
-    bundle = _data(p, spec.cache_dir, data)
-    objective, add_weights = methods.token_objective(spec, len(bundle.tokenizer), bundle.tokenizer)
-    model = build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
-    params = _pt_params(spec, p, pt, model, bundle)
-    if any(n.startswith("generative_replay:") for n in spec.resolved.needs):  # sampled elsewhere: refused first
+    mesh = mesh_of(memory.mesh)
+    bundle = _data(p, pt_run.cache_dir, data)
+    token_loss, add_weights = methods.token_objective(objective, len(bundle.tokenizer), bundle.tokenizer)
+    model = build_model(p, pt_run.arch, len(bundle.tokenizer), seed, memory.dtype)
+    params = _pt_params(pt_run, p, pt, model, bundle)
+    if any(n.startswith("generative_replay:") for n in method.needs):  # sampled elsewhere: refused first
         check_replay(spec.replay_folder, bundle, spec.pt_folder)
     folder.start(spec, p)
     nnx.update(model, params)
-    hooks = methods.cpt_hooks(spec, bundle, model, DTYPES[spec.dtype], init_params)  # PT model; θ0 = the start
+    ctx = BiographyContext(bundle, model, alpha=spec.alpha, replay=spec.replay, seed=seed, pt_folder=spec.pt_folder,
+                           replay_folder=spec.replay_folder, batch=p.cpt.batch, compute_dtype=memory.compute_dtype)
+    hooks = methods.cpt_hooks(method, ctx, init_params)  # the PT model; θ0 = the start
     if hooks.objective is not None:
-        objective, add_weights = hooks.objective
-    model, trainable = methods.update_mode(spec, p, model)
+        token_loss, add_weights = hooks.objective
+    model, trainable = methods.update_mode(mode, p, model, seed)
     penalty = hooks.penalty
-    if penalty is not None and spec.update == "lora":
+    if penalty is not None and mode.update == "lora":
         penalty = methods.lora_effective_penalty(model, penalty)
     batcher = EpochBatcher(hooks.docs, seq_len=bundle.config.seq_len, eos_id=bundle.eos_id, batch_size=p.cpt.batch,
-                           seed=spec.seed + 1, doc_mask=bundle.config.doc_mask)
-    fta = _fta_factory(bundle, {"Original": "pt_test", "Continual": "cpt_test"}, spec.dtype, p.eval_batch)
-    extra = {**methods.objective_evaluators(spec, bundle), **(extra_evaluators or {})}
+                           seed=seed + 1, doc_mask=bundle.config.doc_mask)
+    sets = {"Original": "pt_test", "Continual": "cpt_test"}
+    fta = _fta_factory(bundle, sets, memory.dtype, p.eval_batch)
+    extra = {**methods.objective_evaluators(objective, bundle), **(extra_evaluators or {})}
     factory = lambda g, r: combine(fta(g, r), *(f(g, r) for f in extra.values()))  # noqa: E731
     opt = p.cpt.optim()
     run = train_lm(model, lambda t: add_weights(batcher(t)),
-                   update=RunUpdate(opt=opt, trainable=trainable, optimizer=methods.optimizer_core(spec.resolved, opt),
+                   update=RunUpdate(opt=opt, trainable=trainable, optimizer=methods.optimizer_core(method, opt),
                                     post_update=hooks.post_update),
-                   loop=loop_config(p.cpt, spec), folder=folder,
-                   objective=RunObjective(loss_fn=loss_fn or objective, penalty=penalty,
-                                          penalty_args=hooks.penalty_args, compute_dtype=DTYPES[spec.dtype]),
+                   loop=loop_config(p.cpt, memory, spec.progress), folder=folder,
+                   objective=RunObjective(loss_fn=loss_fn or token_loss, penalty=penalty,
+                                          penalty_args=hooks.penalty_args, compute_dtype=memory.compute_dtype),
                    memory=RunMemory(mesh=mesh), hooks=RunHooks(evaluate_factory=factory))
-    em = _em(run, bundle, {"Original": "pt_test", "Continual": "cpt_test"}, p, spec.seed, spec.dtype)
+    em = _em(run, bundle, sets, p, seed, memory.dtype)
     return finish_run(folder, factory(run.graphdef, run.rest), run,
                       {"epochs": p.cpt.steps / batcher.steps_per_epoch, **em, **hooks.stats})

@@ -67,11 +67,19 @@ def key_bases(model, batches: list[dict], state: str, update, stats: dict):
 @dataclasses.dataclass
 class BiographyContext:
     """A Biography CPT run's context (module docstring); ``model`` is the live model (hooks read its current
-    parameters), ``stats`` collects what hooks record for ``final.json``."""
+    parameters), ``stats`` collects what hooks record for ``final.json``. What it takes of the run: ``alpha`` (the
+    new-data fraction replay is mixed at), the generative ``replay`` switches (``runs/replay.ReplaySwitches``),
+    the ``seed``, the PT run's folder ``pt_folder`` (what a replay corpus records it was made from), the replay
+    corpus folder ``replay_folder`` and the CPT ``batch`` rows (the old keys' batches)."""
 
-    spec: object
     bundle: object
     model: object
+    alpha: float
+    replay: object
+    seed: int
+    pt_folder: object
+    replay_folder: object
+    batch: int
     compute_dtype: object = None
     total_steps: int = 0
     peak_lr: float = 0.0
@@ -85,14 +93,14 @@ class BiographyContext:
 
     def real_replay(self, subset: str):
         real = self.bundle.splits[f"replay_{subset}"].docs()
-        return mix_replay(self.new_docs, real, self.spec.alpha, rule="reference_copies")[0], {}
+        return mix_replay(self.new_docs, real, self.alpha, rule="reference_copies")[0], {}
 
     def generative_replay(self, kind: str):
-        spec, bundle = self.spec, self.bundle
-        rcfg = synthetic_replay_config(kind, bundle.config.seq_len, spec.replay, spec.seed)
-        made_from = replay_made_from(bundle, spec.pt_folder)  # recorded; a reused corpus must record the same
-        corpus = ensure_replay(spec.replay_folder, self.model, bundle, rcfg, made_from=made_from)
-        docs, _ = mix_replay(self.new_docs, corpus.sequences, spec.alpha, rule="reference_copies")
+        bundle = self.bundle
+        rcfg = synthetic_replay_config(kind, bundle.config.seq_len, self.replay, self.seed)
+        made_from = replay_made_from(bundle, self.pt_folder)  # recorded; a reused corpus must record the same
+        corpus = ensure_replay(self.replay_folder, self.model, bundle, rcfg, made_from=made_from)
+        docs, _ = mix_replay(self.new_docs, corpus.sequences, self.alpha, rule="reference_copies")
         return docs, {f"replay/{k}": v for k, v in corpus.stats.items()}
 
     def old_batches(self, n: int):
@@ -106,7 +114,7 @@ class BiographyContext:
 
     def protected_bases(self, state: str, update):
         """The old keys: ``gpm.GPMConfig().batches`` batches of CPT-batch-size PT training chunks."""
-        pt, rows = self.bundle.train["pt_train"], self.spec.scale.cpt.batch
+        pt, rows = self.bundle.train["pt_train"], self.batch
         n = min(gpm.GPMConfig().batches, pt.num_chunks // rows)
         if n < 1:
             raise ValueError(f"{pt.num_chunks} PT chunks cannot fill one batch of {rows} for the old keys")

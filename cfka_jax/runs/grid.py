@@ -38,6 +38,7 @@ from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.jsonio import write_json_atomic
 from cfka_jax.runs import biography as bio
 from cfka_jax.runs import methods
+from cfka_jax.runs.contexts import BiographyContext
 from cfka_jax.runs.engine import RunResult, best_step
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.grid_spec import GridSpec
@@ -60,7 +61,7 @@ def check_grid(grid: GridSpec, pt: RunResult | None = None) -> list[RunFolder]:
     its lone run or nothing, the PT result / folder is usable. Returns the member folders."""
     p = grid.base.scale
     RunFolder(grid.folder).check(grid.as_dict(), p)
-    bio._check_pt(grid.base, p, pt)
+    bio._check_pt(grid.base.pt_spec(), grid.base.pt_dir, p, pt)
     folders = []
     for i in range(len(grid)):
         spec = grid.member_spec(i)
@@ -83,7 +84,9 @@ def _documents(spec, bundle: DataBundle) -> list:
 def _ewc(spec, bundle: DataBundle, model):
     """``(penalty, operands)`` of the base spec's EWC (the Fisher of the PT ``model`` on old data, anchored at
     it), from the method's Biography hooks (``runs/methods.cpt_hooks``, as a lone run gets them)."""
-    hooks = methods.cpt_hooks(spec, bundle, model)
+    ctx = BiographyContext(bundle, model, alpha=spec.alpha, replay=spec.replay, seed=spec.seed,
+                           pt_folder=spec.pt_folder, replay_folder=spec.replay_folder, batch=spec.scale.cpt.batch)
+    hooks = methods.cpt_hooks(spec.resolved, ctx)
     return hooks.penalty, hooks.penalty_args
 
 
@@ -98,7 +101,7 @@ def _members(grid: GridSpec, bundle: DataBundle, params, p):
         model = bio.build_model(p, spec.arch, len(bundle.tokenizer), spec.seed, spec.dtype)
         nnx.update(model, params)
         docs.append(_documents(spec, bundle))
-        model, mask_of = methods.update_mode(spec, p, model)
+        model, mask_of = methods.update_mode(spec.update_mode, p, model, spec.seed)
         models.append(model)
         masks.append(mask_of)
     penalty = args = None
@@ -150,7 +153,7 @@ def run_grid(grid: GridSpec, pt: RunResult | None = None, data: DataBundle | Non
     base, p = grid.base, grid.base.scale
     bundle = bio._data(p, base.cache_dir, data)
     pt_model = bio.build_model(p, base.arch, len(bundle.tokenizer), base.seed, base.dtype)
-    params = bio._pt_params(base, p, pt, pt_model, bundle)
+    params = bio._pt_params(base.pt_spec(), p, pt, pt_model, bundle)
     RunFolder(grid.folder).start(grid.as_dict(), p)
     specs = [grid.member_spec(i) for i in range(len(grid))]
     for spec, folder in zip(specs, folders):

@@ -28,7 +28,7 @@ from cfka_jax.data.pipeline import DataBundle
 from cfka_jax.runs.contexts import BiographyContext, HFContext, Schedule
 from cfka_jax.runs.method import Method
 from cfka_jax.runs.presets import Preset
-from cfka_jax.runs.specs import CPTSpec, check_update_options
+from cfka_jax.runs.specs import TokenObjective, UpdateMode, check_update_options
 from cfka_jax.train.optim import OptimConfig
 from cfka_jax.train.step import token_nll_loss
 
@@ -45,17 +45,16 @@ class CPTHooks(NamedTuple):
     post_update: Any
 
 
-def cpt_hooks(spec: CPTSpec, bundle: DataBundle, model, compute_dtype=None, init_params=None) -> CPTHooks:
-    """The hooks of ``spec.resolved`` called with a :class:`BiographyContext` of ``model`` (holding the PT
-    parameters): replay is sampled from, EWC anchored at, and the old keys taken with the PT model; the token
-    objective's θ0 is the parameters CPT starts from (``init_params`` when given, written into ``model``)."""
-    method, ctx = spec.resolved, BiographyContext(spec, bundle, model, compute_dtype)
+def cpt_hooks(method: Method, ctx: BiographyContext, init_params=None) -> CPTHooks:
+    """The hooks of ``method`` called with ``ctx``, a :class:`BiographyContext` whose model holds the PT
+    parameters: replay is sampled from, EWC anchored at, and the old keys taken with the PT model; the token
+    objective's θ0 is the parameters CPT starts from (``init_params`` when given, written into ``ctx.model``)."""
     h = method.hooks
     docs, stats = h.documents(ctx) if h.documents else (ctx.new_docs, {})
     penalty, args = h.penalty(ctx) if h.penalty else (None, None)
     post = h.transform(ctx) if h.transform else None
     if init_params is not None:
-        nnx.update(model, init_params)
+        nnx.update(ctx.model, init_params)
     objective = h.token_objective(ctx) if h.token_objective else None
     return CPTHooks(docs, {**stats, **ctx.stats}, penalty, args, objective, post)
 
@@ -98,59 +97,59 @@ def apply_update(model, update: str, *, freeze_layers: int, lora_rank: int, seed
     return model, lambda params: peft.trainable_mask(params, filt)
 
 
-def update_mode(spec: CPTSpec, p: Preset, model):
+def update_mode(mode: UpdateMode, p: Preset, model, seed: int):
     """(model, trainable-mask factory or None) of the run's update mode (:func:`apply_update`; the preset gives
-    ``freeze_layers`` / ``lora_rank`` when the spec leaves them unset)."""
-    return apply_update(model, spec.update, seed=spec.seed,
-                        freeze_layers=spec.freeze_layers if spec.freeze_layers is not None else p.freeze_layers,
-                        lora_rank=spec.lora_rank if spec.lora_rank is not None else p.lora_rank)
+    ``freeze_layers`` / ``lora_rank`` when the mode leaves them unset, ``UpdateMode.at``; LoRA adapters seeded by
+    ``seed``)."""
+    freeze_layers, lora_rank = mode.at(p)
+    return apply_update(model, mode.update, seed=seed, freeze_layers=freeze_layers, lora_rank=lora_rank)
 
 
-def check_token_weights(spec: CPTSpec) -> None:
-    """Before any data is built: ``spec.token_weights`` is a saved φ folder."""
-    if spec.token_weights is None:
+def check_token_weights(objective: TokenObjective) -> None:
+    """Before any data is built: ``objective.token_weights`` is a saved φ folder."""
+    if objective.token_weights is None:
         return
     from cfka_jax.continual.taalm.weights import PHI_JSON
 
-    if not (pathlib.Path(spec.token_weights) / PHI_JSON).is_file():
-        raise ValueError(f"--token-weights {spec.token_weights}: no {PHI_JSON} there; not a Train-Attention (φ) "
-                         f"folder (`cfka taalm` writes one under <out>/phi)")
+    if not (pathlib.Path(objective.token_weights) / PHI_JSON).is_file():
+        raise ValueError(f"--token-weights {objective.token_weights}: no {PHI_JSON} there; not a Train-Attention "
+                         f"(φ) folder (`cfka taalm` writes one under <out>/phi)")
 
 
-def token_objective(spec: CPTSpec, vocab_size: int, tokenizer=None):
+def token_objective(objective: TokenObjective, vocab_size: int, tokenizer=None):
     """``(loss_fn, add_weights)``: the step's ``loss_fn(logits_BSV, batch)`` and a batch transform (identity
     unless φ's token weights are added as ``batch['token_weights']``).
 
     * plain: mean next-token NLL over the targets (``train.step.token_nll_loss``);
     * ``token_weights``: TWPPL, per sequence ``Σ w·m·nll / (Σ w·m + ε)`` averaged over sequences, with
-      ``w = φ(tokens)`` of the frozen φ in ``spec.token_weights`` (``continual/taalm/twppl.py``); given the
+      ``w = φ(tokens)`` of the frozen φ in ``objective.token_weights`` (``continual/taalm/twppl.py``); given the
       run's ``tokenizer``, φ must record that tokenizer's fingerprint (a φ over other tokens is refused);
     * ``energy_tau``: tokens whose update energy ``E = ‖e_y − softmax(z)‖²`` (same forward, detached) is ≥ τ are
       dropped from the loss, normalised by all supervised tokens or the kept ones (``geometry/energy.py``).
     """
-    if spec.token_weights is not None:
+    if objective.token_weights is not None:
         from cfka_jax.continual.taalm.twppl import twppl_loss
         from cfka_jax.continual.taalm.weights import phi_token_weights
 
-        weights = phi_token_weights(spec.token_weights, vocab_size=vocab_size, tokenizer=tokenizer)
+        weights = phi_token_weights(objective.token_weights, vocab_size=vocab_size, tokenizer=tokenizer)
         return twppl_loss, lambda batch: {**batch, "token_weights": weights(batch)}
-    if spec.energy_tau is not None:
+    if objective.energy_tau is not None:
         from cfka_jax.geometry.energy import EnergyMaskConfig, make_energy_loss
 
-        cfg = EnergyMaskConfig(tau=spec.energy_tau, normalize=spec.energy_normalize or "all")
+        cfg = EnergyMaskConfig(tau=objective.energy_tau, normalize=objective.energy_normalize or "all")
         return make_energy_loss(cfg), lambda batch: batch
     return token_nll_loss, lambda batch: batch
 
 
-def objective_evaluators(spec: CPTSpec, bundle: DataBundle) -> dict:
+def objective_evaluators(objective: TokenObjective, bundle: DataBundle) -> dict:
     """Evaluators that come with the token objective: under energy masking, the masked fraction, mean energy and
     band counts of the first 16 chunks of the new (``cpt_train``) and old (``pt_train``) training data at every
     evaluation (``geometry.energy.energy_evaluator``)."""
-    if spec.energy_tau is None:
+    if objective.energy_tau is None:
         return {}
     from cfka_jax.geometry.energy import EnergyMaskConfig, energy_evaluator
 
-    cfg = EnergyMaskConfig(tau=spec.energy_tau, normalize=spec.energy_normalize or "all")
+    cfg = EnergyMaskConfig(tau=objective.energy_tau, normalize=objective.energy_normalize or "all")
     sets = {name: [packed_batch(bundle.train[name], slice(i, i + 8)) for i in (0, 8)
                    if i + 8 <= bundle.train[name].num_chunks] for name in ("cpt_train", "pt_train")}
     return {"energy": energy_evaluator({k: v for k, v in sets.items() if v}, cfg)}

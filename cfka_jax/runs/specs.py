@@ -77,12 +77,194 @@ def check_loop_options(accumulate: int | None, profile: str | None, keep_checkpo
         raise ValueError(f"--accumulate {accumulate} must divide the preset's batch of {batch} rows")
 
 
-def loop_config(schedule: Any, spec: Any) -> LoopConfig:
-    """``schedule.loop()`` with the run's accelerator options (``accumulate``, ``profile``,
-    ``keep_checkpoints`` of the spec; None keeps the loop's defaults)."""
-    changes = {k: getattr(spec, k) for k in ("accumulate", "profile", "keep_checkpoints")
-               if getattr(spec, k, None) is not None}
-    return dataclasses.replace(schedule.loop(progress=spec.progress), **changes)
+def loop_config(schedule: Any, memory: MemoryOptions, progress: bool) -> LoopConfig:
+    """``schedule.loop()`` with the run's accelerator options (``accumulate``, ``profile``, ``keep_checkpoints``
+    of ``memory``; None keeps the loop's defaults)."""
+    changes = {k: getattr(memory, k) for k in ("accumulate", "profile", "keep_checkpoints")
+               if getattr(memory, k) is not None}
+    return dataclasses.replace(schedule.loop(progress=progress), **changes)
+
+
+def _number(name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not math.isfinite(value) or value < 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CPTSchedule:
+    """The CPT phase's schedule numbers a run sets in place of its preset's (None: the preset's): the peak and floor
+    learning rates ``lr`` / ``min_lr`` of the warm-up + cosine schedule (finite, >= 0), the ``warmup`` steps, the
+    FTA evaluation interval ``eval_every`` and the checkpoint interval ``ckpt_every`` (0: only at the end).
+
+    Raises:
+      ValueError: naming the field.
+    """
+
+    lr: float | None = None
+    min_lr: float | None = None
+    warmup: int | None = None
+    eval_every: int | None = None
+    ckpt_every: int | None = None
+
+    def __post_init__(self):
+        _number("lr", self.lr)
+        _number("min_lr", self.min_lr)
+        _positive("warmup", self.warmup, minimum=0)
+        _positive("eval_every", self.eval_every, minimum=0)
+        _positive("ckpt_every", self.ckpt_every, minimum=0)
+
+    def changes(self) -> dict[str, Any]:
+        """The preset fields these numbers replace (``runs/presets.override`` names), the unset ones left out."""
+        return {k: v for k, v in (("cpt.eval_every", self.eval_every), ("cpt.ckpt_every", self.ckpt_every),
+                                  ("cpt.peak_lr", self.lr), ("cpt.min_lr", self.min_lr), ("cpt.warmup", self.warmup))
+                if v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateMode:
+    """Which parameters CPT trains: ``update`` ``full`` (all), ``freeze`` (the input embedding and the first
+    ``freeze_layers`` blocks fixed) or ``lora`` (rank-``lora_rank`` adapters, base weights fixed); an unset
+    ``freeze_layers`` / ``lora_rank`` is the preset's (:meth:`at`).
+
+    Raises:
+      ValueError: naming the options (:func:`check_update_options`; ``--lora-rank`` only with ``--update lora``).
+    """
+
+    update: str = "full"
+    freeze_layers: int | None = None
+    lora_rank: int | None = None
+
+    def __post_init__(self):
+        if self.update not in UPDATES:
+            raise ValueError(f"update must be in {UPDATES}, got {self.update!r}")
+        check_update_options(self.update, self.freeze_layers, self.lora_rank)
+        if self.lora_rank is not None and self.update != "lora":
+            raise ValueError(f"--lora-rank {self.lora_rank} applies to --update lora only, got --update {self.update} "
+                             "(add --update lora or drop --lora-rank)")
+
+    def check_model(self, p: Preset, name: str) -> None:
+        """Once the preset's model is known: at least one block left to train under ``freeze``."""
+        if p.model is None:
+            return
+        check_update_options(self.update, self.freeze_layers, self.lora_rank, blocks=p.model.layers,
+                             model=f"preset {name!r}")
+        if self.update == "freeze" and self.freeze_layers is None and p.freeze_layers >= p.model.layers:
+            raise ValueError(f"--update freeze: preset {name!r} freezes {p.freeze_layers} of its model's "
+                             f"{p.model.layers} blocks, leaving none to train; give --freeze-layers below "
+                             f"{p.model.layers}")
+
+    def at(self, p: Preset) -> tuple[int, int]:
+        """(frozen blocks, LoRA rank) of this mode under preset ``p`` (the preset's where unset)."""
+        return (self.freeze_layers if self.freeze_layers is not None else p.freeze_layers,
+                self.lora_rank if self.lora_rank is not None else p.lora_rank)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryOptions:
+    """How a run holds, places and records its state: ``dtype`` (``float32``, or ``bfloat16``: float32 master
+    weights, bf16 forward/backward, float32 loss; :attr:`compute_dtype`), ``mesh`` (e.g. ``"data=2,fsdp=4"``,
+    ``parallel/mesh.parse_mesh``), ``accumulate`` (micro-batches per optimiser update), ``profile`` (``START:STOP``,
+    a trace of those steps) and ``keep_checkpoints`` (how many of the newest to keep); None keeps the loop's
+    defaults (:func:`check_loop_options`, docs/guides/sweeps_and_accelerators.md).
+
+    Raises:
+      ValueError: naming the field or the option.
+    """
+
+    dtype: str = "float32"
+    mesh: str | None = None
+    accumulate: int | None = None
+    profile: str | None = None
+    keep_checkpoints: int | None = None
+
+    def __post_init__(self):
+        check_loop_options(self.accumulate, self.profile, self.keep_checkpoints)
+        if self.mesh is not None:
+            parse_mesh(self.mesh)
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+
+    @property
+    def compute_dtype(self):
+        """The step's compute dtype (None: float32 throughout)."""
+        return DTYPES[self.dtype]
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodOptions:
+    """The method a CPT run trains with and its knobs: ``method`` (a name of the one registry, ``runs/method.py``,
+    or a composition such as ``stoc + ewc``), ``alpha`` (the new-data fraction when the method mixes replay, in
+    (0, 1)), EWC's strength ``ewc_lambda`` (>= 0), Fisher ``ewc_fisher`` (``code`` or ``per_example``) and its
+    ``ewc_batches``, RHO-1's kept fraction ``rho_k`` (None: 0.6), the generative replay ``replay`` switches.
+
+    Raises:
+      ValueError: naming the field (an unknown or unavailable method names ``--method``; a method that mixes
+        replay needs 0 < alpha < 1).
+    """
+
+    method: str = "naive"
+    alpha: float = 0.5
+    ewc_lambda: float = 1e3
+    ewc_fisher: str = "code"
+    ewc_batches: int = 8
+    rho_k: float | None = None
+    replay: ReplaySwitches = ReplaySwitches()
+
+    def __post_init__(self):
+        if not (isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 1.0):
+            raise ValueError(f"alpha (the new-data fraction) must be in [0, 1], got {self.alpha!r}")
+        if not (isinstance(self.ewc_lambda, (int, float)) and math.isfinite(self.ewc_lambda)
+                and self.ewc_lambda >= 0):
+            raise ValueError(f"ewc_lambda must be a finite number >= 0 (a negative λ rewards drift), "
+                             f"got {self.ewc_lambda!r}")
+        if self.ewc_fisher not in ("code", "per_example"):
+            raise ValueError(f"ewc_fisher must be 'code' or 'per_example', got {self.ewc_fisher!r}")
+        _positive("ewc_batches", self.ewc_batches, allow_none=False)
+        try:
+            resolved = self.resolved  # unknown or unavailable components fail here
+        except ValueError as e:
+            raise ValueError(f"method (--method) {self.method!r}: {e}") from e
+        if resolved.mixes and not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"replay needs 0 < alpha < 1, got {self.alpha}")
+
+    @property
+    def resolved(self) -> Method:
+        """The method, resolved by the one registry for the Biography recipe."""
+        return resolve(self.method, "biography", method_options(
+            ewc_lambda=self.ewc_lambda, ewc_fisher=self.ewc_fisher, ewc_batches=self.ewc_batches, rho_k=self.rho_k))
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenObjective:
+    """The run's token objective, one at most: the mean next-token NLL (nothing set), φ-weighted TWPPL with the
+    Train-Attention model saved in ``token_weights`` (``continual/taalm``), or update-energy masking at threshold
+    ``energy_tau`` normalised by ``energy_normalize`` (``all`` supervised tokens, the default, or the ``kept``
+    ones; ``geometry/energy.py``).
+
+    Raises:
+      ValueError: naming the fields, for two objectives or ``energy_normalize`` without ``energy_tau``.
+    """
+
+    token_weights: str | None = None
+    energy_tau: float | None = None
+    energy_normalize: str | None = None
+
+    def __post_init__(self):
+        if self.token_weights is not None and self.energy_tau is not None:
+            raise ValueError("token_weights (TAALM) and energy_tau (energy masking) are two token objectives; "
+                             "choose one")
+        if self.energy_normalize is not None and self.energy_tau is None:
+            raise ValueError("energy_normalize needs energy_tau")
+        if self.energy_tau is not None:
+            from cfka_jax.geometry.energy import EnergyMaskConfig
+
+            EnergyMaskConfig(tau=self.energy_tau, normalize=self.energy_normalize or "all")
+
+    @property
+    def named(self) -> bool:
+        """True when the run names an objective other than the plain NLL."""
+        return self.token_weights is not None or self.energy_tau is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +306,12 @@ class PTSpec:
         _positive("bpe_vocab", self.bpe_vocab, minimum=BPE_MIN_VOCAB)
 
     @property
+    def memory(self) -> MemoryOptions:
+        """The run's precision, placement and loop memory options (:class:`MemoryOptions`)."""
+        return MemoryOptions(dtype=self.dtype, mesh=self.mesh, accumulate=self.accumulate, profile=self.profile,
+                             keep_checkpoints=self.keep_checkpoints)
+
+    @property
     def scale(self) -> Preset:
         """The preset with this run's overrides."""
         changes = {k: v for k, v in (("pt.ckpt_every", self.ckpt_every), ("bpe_vocab", self.bpe_vocab))
@@ -142,6 +330,16 @@ class CPTSpec:
     ``<out>/../pt-<preset>-<arch>``, trained first when absent; an explicit ``pt_dir`` must hold a finished PT run.
     ``lr`` / ``min_lr`` / ``warmup`` replace the preset's CPT peak and floor learning rates and warm-up steps
     (None: the preset's).
+
+    The fields are flat: one per command-line option, and the ``run`` record of the run folder's config.json.
+    What reads them takes them grouped into small option objects, each checked on construction (the checks below
+    are theirs): :attr:`schedule` (:class:`CPTSchedule`: lr, min_lr, warmup, eval_every, ckpt_every),
+    :attr:`update_mode` (:class:`UpdateMode`: update, freeze_layers, lora_rank), :attr:`memory`
+    (:class:`MemoryOptions`: dtype, mesh, accumulate, profile, keep_checkpoints), :attr:`method_options`
+    (:class:`MethodOptions`: method, alpha, ewc_lambda, ewc_fisher, ewc_batches, rho_k, replay) and
+    :attr:`objective` (:class:`TokenObjective`: token_weights, energy_tau, energy_normalize);
+    :meth:`from_groups` builds a spec from them. The recipe (``runs/biography.continual``) unpacks a spec once
+    and hands each step only its group.
     """
 
     preset: str = "smoke"
@@ -184,74 +382,74 @@ class CPTSpec:
         PTSpec(preset=self.preset, arch=self.arch, seed=self.seed, dtype=self.dtype, ckpt_every=self.ckpt_every,
                mesh=self.mesh, bpe_vocab=self.bpe_vocab)
         check_loop_options(self.accumulate, self.profile, self.keep_checkpoints, BIOGRAPHY[self.preset].cpt.batch)
-        if self.update not in UPDATES:
-            raise ValueError(f"update must be in {UPDATES}, got {self.update!r}")
-        if not (isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 1.0):
-            raise ValueError(f"alpha (the new-data fraction) must be in [0, 1], got {self.alpha!r}")
-        if not (isinstance(self.ewc_lambda, (int, float)) and math.isfinite(self.ewc_lambda)
-                and self.ewc_lambda >= 0):
-            raise ValueError(f"ewc_lambda must be a finite number >= 0 (a negative λ rewards drift), "
-                             f"got {self.ewc_lambda!r}")
-        if self.ewc_fisher not in ("code", "per_example"):
-            raise ValueError(f"ewc_fisher must be 'code' or 'per_example', got {self.ewc_fisher!r}")
-        _positive("ewc_batches", self.ewc_batches, allow_none=False)
-        model = BIOGRAPHY[self.preset].model
-        check_update_options(self.update, self.freeze_layers, self.lora_rank,
-                             blocks=model.layers if model is not None else None,
-                             model=f"preset {self.preset!r}")
-        if self.update == "freeze" and self.freeze_layers is None and model is not None \
-                and BIOGRAPHY[self.preset].freeze_layers >= model.layers:
-            raise ValueError(f"--update freeze: preset {self.preset!r} freezes {BIOGRAPHY[self.preset].freeze_layers} "
-                             f"of its model's {model.layers} blocks, leaving none to train; give --freeze-layers "
-                             f"below {model.layers}")
-        if self.lora_rank is not None and self.update != "lora":
-            raise ValueError(f"--lora-rank {self.lora_rank} applies to --update lora only, got --update {self.update} "
-                             "(add --update lora or drop --lora-rank)")
-        _positive("eval_every", self.eval_every, minimum=0)
+        method = self.method_options  # each group checks its own fields as it is made
+        self.update_mode.check_model(BIOGRAPHY[self.preset], self.preset)
+        self.schedule  # noqa: B018
+        self.memory  # noqa: B018
         self._check_schedule()
-        try:
-            self.resolved  # noqa: B018 (resolves the method: unknown or unavailable components fail here)
-        except ValueError as e:
-            raise ValueError(f"method (--method) {self.method!r}: {e}") from e
-        if self.uses_alpha and not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"replay needs 0 < alpha < 1, got {self.alpha}")
-        self._check_objective()
+        self._check_objective(method)
 
     def _check_schedule(self) -> None:
-        """``lr`` / ``min_lr`` (finite, >= 0) and ``warmup`` (an integer >= 0) replace the preset's CPT schedule
-        numbers; the schedule they make must be valid (0 <= min_lr <= lr, warmup <= steps)."""
-        for name in ("lr", "min_lr"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or value < 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        _positive("warmup", self.warmup, minimum=0)
+        """The schedule the preset's CPT phase makes with :attr:`schedule`'s numbers must be valid
+        (0 <= min_lr <= lr, warmup <= steps)."""
         try:
             self.scale  # noqa: B018 (the preset's CPT schedule with these numbers, re-validated)
         except ValueError as e:
             raise ValueError(f"lr / min_lr / warmup: {e}") from None
 
-    def _check_objective(self) -> None:
-        """One token objective per run: plain NLL, φ-weighted TWPPL (``token_weights``) or energy masking."""
-        if self.token_weights is not None and self.energy_tau is not None:
-            raise ValueError("token_weights (TAALM) and energy_tau (energy masking) are two token objectives; "
-                             "choose one")
-        if self.resolved.hooks.token_objective is not None and (self.token_weights is not None
-                                                               or self.energy_tau is not None):
-            raise ValueError(f"method {self.method!r} sets the token loss ({self.resolved.token_loss}); "
+    def _check_objective(self, method: MethodOptions) -> None:
+        """One token objective per run: plain NLL, φ-weighted TWPPL (``token_weights``), energy masking, or the
+        method's own token loss (RHO-1)."""
+        objective = self.objective
+        if method.resolved.hooks.token_objective is not None and objective.named:
+            raise ValueError(f"method {self.method!r} sets the token loss ({method.resolved.token_loss}); "
                              f"token_weights / energy_tau are other token objectives; choose one")
-        if self.energy_normalize is not None and self.energy_tau is None:
-            raise ValueError("energy_normalize needs energy_tau")
-        if self.energy_tau is not None:
-            from cfka_jax.geometry.energy import EnergyMaskConfig
 
-            EnergyMaskConfig(tau=self.energy_tau, normalize=self.energy_normalize or "all")
+    # The nested option groups of the flat record (one explicit mapping each way: these properties, and
+    # :meth:`from_groups`). The fields stay flat: they are the command line's options and config.json's record.
+
+    @property
+    def schedule(self) -> CPTSchedule:
+        return CPTSchedule(lr=self.lr, min_lr=self.min_lr, warmup=self.warmup, eval_every=self.eval_every,
+                           ckpt_every=self.ckpt_every)
+
+    @property
+    def update_mode(self) -> UpdateMode:
+        return UpdateMode(update=self.update, freeze_layers=self.freeze_layers, lora_rank=self.lora_rank)
+
+    @property
+    def memory(self) -> MemoryOptions:
+        return MemoryOptions(dtype=self.dtype, mesh=self.mesh, accumulate=self.accumulate, profile=self.profile,
+                             keep_checkpoints=self.keep_checkpoints)
+
+    @property
+    def method_options(self) -> MethodOptions:
+        return MethodOptions(method=self.method, alpha=self.alpha, ewc_lambda=self.ewc_lambda,
+                             ewc_fisher=self.ewc_fisher, ewc_batches=self.ewc_batches, rho_k=self.rho_k,
+                             replay=self.replay)
+
+    @property
+    def objective(self) -> TokenObjective:
+        return TokenObjective(token_weights=self.token_weights, energy_tau=self.energy_tau,
+                              energy_normalize=self.energy_normalize)
+
+    @classmethod
+    def from_groups(cls, *, schedule: CPTSchedule = CPTSchedule(), update_mode: UpdateMode = UpdateMode(),
+                    memory: MemoryOptions = MemoryOptions(), method: MethodOptions = MethodOptions(),
+                    objective: TokenObjective = TokenObjective(), **fields) -> CPTSpec:
+        """The spec of these option groups and the remaining fields (``preset``, ``out``, ``arch``, ``seed``,
+        folders, ``progress``, ``bpe_vocab``, ``replay_dir``): the inverse of the group properties."""
+        groups = (schedule, update_mode, memory, method, objective)
+        flat = {f.name: getattr(g, f.name) for g in groups for f in dataclasses.fields(g)}
+        clash = sorted(set(flat) & set(fields))
+        if clash:
+            raise ValueError(f"CPTSpec.from_groups: {clash} belong to the option groups; set them there")
+        return cls(**flat, **fields)
 
     @property
     def resolved(self) -> Method:
         """The run's method, resolved by the one registry for the Biography recipe."""
-        return resolve(self.method, "biography", method_options(
-            ewc_lambda=self.ewc_lambda, ewc_fisher=self.ewc_fisher, ewc_batches=self.ewc_batches, rho_k=self.rho_k))
+        return self.method_options.resolved
 
     @property
     def uses_alpha(self) -> bool:
@@ -261,10 +459,8 @@ class CPTSpec:
     def scale(self) -> Preset:
         """The preset with this run's overrides (evaluation and checkpoint intervals, learning rates and warm-up of
         the CPT phase)."""
-        changes = {k: v for k, v in (("cpt.eval_every", self.eval_every), ("cpt.ckpt_every", self.ckpt_every),
-                                     ("bpe_vocab", self.bpe_vocab), ("cpt.peak_lr", self.lr),
-                                     ("cpt.min_lr", self.min_lr), ("cpt.warmup", self.warmup)) if v is not None}
-        return override(BIOGRAPHY[self.preset], changes)
+        bpe = {} if self.bpe_vocab is None else {"bpe_vocab": self.bpe_vocab}
+        return override(BIOGRAPHY[self.preset], {**self.schedule.changes(), **bpe})
 
     @property
     def pt_folder(self) -> pathlib.Path:

@@ -152,6 +152,47 @@ def test_ckpt_every_overrides_the_preset_interval():
     assert (spec.scale.cpt.ckpt_every, spec.scale.cpt.eval_every) == (0, 5)
 
 
+def test_cpt_spec_groups_map_to_and_from_the_flat_record():
+    """The option groups are views of the flat fields (the command line's options and config.json's record, whose
+    layout stays as it was): every field lands in one group or among the run's own fields, and ``from_groups``
+    inverts the mapping."""
+    from cfka_jax.runs.replay import ReplaySwitches
+    from cfka_jax.runs.specs import CPTSchedule, MemoryOptions, MethodOptions, TokenObjective, UpdateMode
+
+    spec = CPTSpec(preset="small", method="stoc + ewc", alpha=0.3, ewc_lambda=5.0, update="lora", lora_rank=3,
+                   lr=1e-3, warmup=2, eval_every=4, dtype="bfloat16", accumulate=2, energy_tau=1.5,
+                   replay=ReplaySwitches(minhash=False), seed=2)
+    groups = {"schedule": spec.schedule, "update_mode": spec.update_mode, "memory": spec.memory,
+              "method": spec.method_options, "objective": spec.objective}
+    assert groups == {"schedule": CPTSchedule(lr=1e-3, warmup=2, eval_every=4),
+                      "update_mode": UpdateMode("lora", lora_rank=3),
+                      "memory": MemoryOptions(dtype="bfloat16", accumulate=2),
+                      "method": MethodOptions("stoc + ewc", alpha=0.3, ewc_lambda=5.0,
+                                              replay=ReplaySwitches(minhash=False)),
+                      "objective": TokenObjective(energy_tau=1.5)}
+    grouped = {f.name for g in groups.values() for f in dataclasses.fields(g)}
+    own = {"preset", "out", "arch", "seed", "pt_dir", "cache_dir", "progress", "replay_dir", "bpe_vocab"}
+    assert grouped | own == {f.name for f in dataclasses.fields(CPTSpec)} and not grouped & own
+    rest = {k: getattr(spec, k) for k in own}
+    assert CPTSpec.from_groups(**groups, **rest) == spec
+    with pytest.raises(ValueError, match=r"\['lr'\] belong to the option groups"):
+        CPTSpec.from_groups(lr=1e-3)
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(update="some"), "update must be in"), (dict(lora_rank=2), "--lora-rank 2 applies to --update lora only"),
+    (dict(lr=-1.0), "lr must be a finite number >= 0"), (dict(eval_every=-1), "eval_every must be an integer"),
+    (dict(dtype="float16"), "dtype must be one of"), (dict(accumulate=0), "--accumulate must be an integer"),
+    (dict(alpha=1.5), r"alpha \(the new-data fraction\) must be in \[0, 1\]"),
+    (dict(method="stoc", alpha=1.0), "replay needs 0 < alpha < 1"), (dict(method="nope"), r"method \(--method\)"),
+    (dict(ewc_fisher="exact"), "ewc_fisher must be"), (dict(energy_normalize="kept"), "needs energy_tau"),
+    (dict(method="rho1", energy_tau=1.0), "sets the token loss"),
+])
+def test_cpt_spec_checks_name_the_field(fields, match):
+    with pytest.raises(ValueError, match=match):
+        CPTSpec(**fields)
+
+
 def test_cpt_with_phi_token_weights_and_replay(pt_run):
     """TAALM's φ weights every token of the packed CPT batches (replay mixed in); the run finishes and says so."""
     from cfka_jax.continual.peft import LoRAConfig

@@ -15,7 +15,7 @@ from cfka_jax.continual.taalm.twppl import twppl
 from cfka_jax.continual.taalm.weights import save_phi
 from cfka_jax.runs import methods
 from cfka_jax.runs.folder import RunFolder
-from cfka_jax.runs.specs import CPTSpec
+from cfka_jax.runs.specs import CPTSpec, TokenObjective
 from cfka_jax.train.step import token_nll_loss
 from tests.helpers import VOCAB, batch, tiny_model
 from tests.tolerances import F32
@@ -33,13 +33,13 @@ def _logits(b: dict) -> jax.Array:
 
 
 def test_plain_spec_trains_on_the_mean_nll():
-    loss_fn, add = methods.token_objective(CPTSpec(), VOCAB)
+    loss_fn, add = methods.token_objective(TokenObjective(), VOCAB)
     b = batch()
     assert loss_fn is token_nll_loss and add(b) is b
 
 
 def test_token_weights_are_phi_on_the_targets_and_the_loss_is_twppl(phi_dir):
-    loss_fn, add = methods.token_objective(CPTSpec(token_weights=str(phi_dir)), VOCAB)
+    loss_fn, add = methods.token_objective(TokenObjective(token_weights=str(phi_dir)), VOCAB)
     b = batch(rows=4)
     b["target_mask"] = b["target_mask"].at[1, 5:].set(0.0)
     weighted = add(b)
@@ -58,16 +58,16 @@ def test_token_weights_are_phi_on_the_targets_and_the_loss_is_twppl(phi_dir):
 
 def test_token_weights_of_another_vocabulary_or_folder_are_refused(phi_dir, tmp_path):
     with pytest.raises(ValueError, match="vocabulary"):
-        methods.token_objective(CPTSpec(token_weights=str(phi_dir)), VOCAB + 1)
+        methods.token_objective(TokenObjective(token_weights=str(phi_dir)), VOCAB + 1)
     with pytest.raises(ValueError, match=r"--token-weights .*phi\.json"):
-        methods.check_token_weights(CPTSpec(token_weights=str(tmp_path)))
-    methods.check_token_weights(CPTSpec(token_weights=str(phi_dir)))
+        methods.check_token_weights(TokenObjective(token_weights=str(tmp_path)))
+    methods.check_token_weights(TokenObjective(token_weights=str(phi_dir)))
 
 
 @pytest.mark.parametrize("normalize", ["all", "kept"])
 def test_energy_masking_above_the_energy_range_is_the_mean_nll(normalize):
     """E = ‖e_y − π‖² ≤ 2, so τ = 2.5 keeps every token through the masking path: the plain loss (float32 sums)."""
-    loss_fn, add = methods.token_objective(CPTSpec(energy_tau=2.5, energy_normalize=normalize), VOCAB)
+    loss_fn, add = methods.token_objective(TokenObjective(energy_tau=2.5, energy_normalize=normalize), VOCAB)
     b = batch(rows=4)
     logits = _logits(b)
     np.testing.assert_allclose(loss_fn(logits, add(b))[0], token_nll_loss(logits, b)[0], rtol=F32.exact_rtol)
@@ -84,7 +84,7 @@ def test_energy_masking_drops_high_energy_tokens():
     tau = float(np.median(e))
     keep = e < tau
     for normalize, denom in (("all", e.size), ("kept", keep.sum())):
-        loss_fn, _ = methods.token_objective(CPTSpec(energy_tau=tau, energy_normalize=normalize), VOCAB)
+        loss_fn, _ = methods.token_objective(TokenObjective(energy_tau=tau, energy_normalize=normalize), VOCAB)
         loss, count = loss_fn(logits, b)
         np.testing.assert_allclose(loss, (nll * keep).sum() / denom, rtol=F32.exact_rtol)
         assert float(count) == denom
