@@ -190,15 +190,20 @@ def sample_tokens(
     logits_BV: Float[Array, "B V"], seen_BV: Bool[Array, "B V"], keys_B: PRNGKeyArray, step, cfg: SamplerConfig
 ) -> Int[Array, " B"]:
     """One token per row: argmax when greedy (:func:`first_argmax`), else a categorical draw with key
-    ``fold_in(keys_B[b], step)``."""
+    ``fold_in(keys_B[b], step)``.
+
+    The draw is ``jax.random.categorical``'s Gumbel-max, ``argmax(gumbel(key, [V]) + row)``, written out so that
+    its argmax is :func:`first_argmax`: the same Gumbel noise, the same sum, the same index (bit for bit the
+    tokens ``jax.random.categorical(fold_in(keys_B[b], step), row)`` draws).
+    """
     x = process_logits(logits_BV, seen_BV, cfg)
     if cfg.greedy:
         return first_argmax(x)
 
-    def one(key, row):
-        return jax.random.categorical(jax.random.fold_in(key, step), row)
+    def noise(key):
+        return jax.random.gumbel(jax.random.fold_in(key, step), x.shape[-1:], x.dtype)
 
-    return jax.vmap(one)(keys_B, x).astype(jnp.int32)
+    return first_argmax(jax.vmap(noise)(keys_B) + x)
 
 
 # ------------------------------------------------------------------------------------------------ decode loop

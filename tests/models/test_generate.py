@@ -105,6 +105,23 @@ def test_first_argmax_is_jnp_argmax_on_ties_nan_and_infinities():
     np.testing.assert_array_equal(gen.first_argmax(jnp.asarray(r)), jnp.argmax(jnp.asarray(r), axis=-1))
 
 
+def test_sampled_tokens_are_jax_random_categorical_draws():
+    """The Gumbel-max draw written out in ``sample_tokens`` picks exactly what ``jax.random.categorical`` does with
+    the same per-row, per-step key (masked -inf logits included)."""
+    r = np.random.default_rng(1)
+    logits = r.normal(size=(6, 50)).astype(np.float32) * 3
+    logits[:, ::7] = NEG_INF  # top-k style masking
+    keys = jax.random.split(jax.random.key(3), 6)
+    cfg = SamplerConfig(max_new_tokens=1, temperature=1.0)
+    seen = jnp.zeros(logits.shape, bool)
+    for step in range(20):
+        ours = gen.sample_tokens(jnp.asarray(logits), seen, keys, step, cfg)
+        ref = jax.vmap(lambda k, row, step=step: jax.random.categorical(jax.random.fold_in(k, step), row))(
+            keys, jnp.asarray(logits))
+        np.testing.assert_array_equal(ours, ref)
+        assert not np.isin(np.asarray(ours) % 7, [0]).any()  # never a masked token
+
+
 def test_sampler_config_validates():
     for bad in (dict(max_new_tokens=0), dict(temperature=-1.0), dict(top_k=-1), dict(top_p=0.0),
                 dict(top_p=1.5), dict(repetition_penalty=0.0)):
