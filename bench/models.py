@@ -4,6 +4,8 @@
     python bench/models.py train     [--family pythia|qwen|llama] [--batch 8] [--seq 128] [--loss-chunk ROWS]
     python bench/models.py generate  [--family pythia|qwen|llama] [--batch 8] [--prompt 32] [--new 64]
     python bench/models.py profile   [--family pythia|qwen|llama]   (why the JAX train step is slow on CPU)
+    python bench/models.py decode-profile [--family ...] [--batch 8] [--prompt 32] [--new 64]
+                                     (where our decode step's time goes, by kind of XLA:CPU thunk)
     python bench/models.py generate  --shape qwen2.5-0.5b [--sample]   (a real model's shape)
     python bench/models.py rows      [--families olmo olmo2 qwen3_5] [--batch 2] [--seq 64] [--prompt 16] [--new 16]
                                      (forward, train step and generate of each family, one table, one run)
@@ -23,7 +25,8 @@ The JAX weights are converted from the torch model, so both compute the same fun
   ``custom_vjp``, no ``B x S x V`` log-softmax in memory) instead of a log-softmax of the full logits.
 * generate: greedy KV-cached decoding of ``--new`` tokens for ``B`` prompts; ours (one jitted decode loop) vs HF
   ``generate(do_sample=False)`` (min_new_tokens = max_new_tokens, no EOS); ``--sample``: the replay builders'
-  sampler (T = 1, repetition penalty 1.05) on both sides.
+  sampler (T = 1, repetition penalty 1.05) on both sides. Each side is also timed with one new token (the prefill
+  and its head, no decode step), which splits a call into prefill + (new - 1) decode steps: the per-step ms printed.
 
 ``--shape qwen2.5-0.5b`` (any of ``bench/memory.SHAPES``) replaces the benchmark model by a random-init fp32 model of
 that real shape (the replay-generation table of docs/models_bench.md).
@@ -41,6 +44,7 @@ line of figures.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -65,6 +69,8 @@ if THREADS is not None:
         os.environ[var] = str(THREADS)
     if THREADS == 1:
         os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+if "decode-profile" in sys.argv:  # XLA:CPU names each executed thunk in the profiler trace only with this flag
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true"
 
 import flax.nnx as nnx
 import jax
@@ -266,25 +272,109 @@ def bench_generate(hf, model, args) -> dict:
                             repetition_penalty=1.05 if args.sample else 1.0)
     key = jax.random.key(0)
 
-    def ours():
-        return gen.generate(model, prompts, None, key, cfg).tokens.block_until_ready()
+    def ours(new=args.new):
+        c = dataclasses.replace(cfg, max_new_tokens=new)
+        return gen.generate(model, prompts, None, key, c).tokens.block_until_ready()
 
     start = time.perf_counter()
     first = np.asarray(ours())
     compile_s = time.perf_counter() - start
     tt = torch.tensor(prompts, dtype=torch.long)
 
-    def theirs():
+    def theirs(new=args.new):
         with torch.inference_mode():
             sampling = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.05) \
                 if args.sample else dict(do_sample=False)
-            return hf.generate(tt, attention_mask=torch.ones_like(tt), max_new_tokens=args.new,
-                               min_new_tokens=args.new, eos_token_id=None, pad_token_id=0, **sampling)
+            return hf.generate(tt, attention_mask=torch.ones_like(tt), max_new_tokens=new,
+                               min_new_tokens=new, eos_token_id=None, pad_token_id=0, **sampling)
 
     ref = theirs()[:, args.prompt:].numpy()
     t_jax, t_torch = timed_pair(ours, theirs, args.iters)
-    return dict(t_jax=t_jax, t_torch=t_torch, compile_s=compile_s, tokens_equal=bool((ref == first).all()),
-                rows_equal=int((ref == first).all(axis=1).sum()))
+    out = dict(t_jax=t_jax, t_torch=t_torch, compile_s=compile_s, tokens_equal=bool((ref == first).all()),
+               rows_equal=int((ref == first).all(axis=1).sum()))
+    if args.new > 1:  # the prefill alone (one new token, no decode step), then the decode steps' share
+        ours(1), theirs(1)
+        p_jax, p_torch = timed_pair(lambda: ours(1), lambda: theirs(1), args.iters)
+        out.update(prefill_ms_jax=p_jax * 1e3, prefill_ms_torch=p_torch * 1e3,
+                   step_ms_jax=(t_jax - p_jax) / (args.new - 1) * 1e3,
+                   step_ms_torch=(t_torch - p_torch) / (args.new - 1) * 1e3)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- decode profile
+
+
+def _thunk_kind(name: str, hlo: str) -> str:
+    """A coarse kind for an XLA:CPU thunk of the compiled program ``hlo``: a library matmul (a YNNPACK/XNNPACK
+    fusion around a dot), a library reduction (such a fusion without one), an XLA ``dot`` (the batched attention
+    contractions), a scatter (KV-cache writes) or another fusion (elementwise, reductions, RoPE, norms)."""
+    import re
+
+    m = re.search(r"^\s*%" + re.escape(name) + r" = .*$", hlo, re.MULTILINE)
+    line = m.group(0) if m else ""
+    if re.search(r" dot\(", line):
+        return "dot (attention over the cache)"
+    if '"kind":"__ynn_fusion"' in line or '"kind":"__xnn_fusion"' in line:
+        called = re.search(r"calls=%([\w.\-]+)", line)
+        body = called and re.search(r"^%" + re.escape(called.group(1)) + r" .*?\n\}", hlo, re.MULTILINE | re.DOTALL)
+        return "matmul (library fusion)" if body and " dot(" in body.group(0) else "reduction (library fusion)"
+    if "scatter" in name:
+        return "scatter (cache write)"
+    return "other fusions (norms, RoPE, softmax, activations, sampling)"
+
+
+def decode_profile(hf, model, args) -> dict:
+    """Where our decode step's time goes: one greedy ``generate`` call is traced (``jax.profiler``; XLA:CPU names
+    each thunk it runs), the thunks run once per decode step are grouped by :func:`_thunk_kind`, and each kind's
+    share of a step is the sum over its thunks of (median duration x calls) / (new - 1). Medians, because on a
+    shared machine single thunks are stretched by preemption; durations are wall-clock inside the trace. The
+    largest thunks of a step are listed with their output shapes."""
+    import collections
+    import glob
+    import gzip
+    import re
+
+    del hf
+    prompts = np.random.default_rng(2).integers(0, model.cfg.vocab_size, (args.batch, args.prompt)).astype(np.int32)
+    cfg = gen.SamplerConfig(max_new_tokens=args.new, temperature=0.0)
+    key = jax.random.key(0)
+    graphdef, state = nnx.split(model)
+    keys = jax.random.split(key, args.batch)
+    hlo = gen._compiled(graphdef, cfg).lower(state, jnp.asarray(prompts), jnp.full((args.batch,), args.prompt,
+                                                                               jnp.int32), keys).compile().as_text()
+    def run():
+        gen.generate(model, prompts, None, key, cfg).tokens.block_until_ready()
+
+    run(), run()
+    steps = args.new - 1
+    with tempfile.TemporaryDirectory() as d:
+        with jax.profiler.trace(d, create_perfetto_trace=True):
+            run()
+        (path,) = glob.glob(f"{d}/**/perfetto_trace.json.gz", recursive=True)
+        with gzip.open(path) as f:
+            trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    durations = collections.defaultdict(list)
+    for e in events:
+        name = e.get("name", "")
+        if e.get("ph") == "X" and not name.startswith(("$", "end:")) and "Execute" not in name:
+            durations[name].append(e.get("dur", 0.0))
+    chunks = len(gen.feed_chunks(steps))
+    per_step = {n: statistics.median(ds) * len(ds) / steps for n, ds in durations.items()
+                if len(ds) >= steps // max(chunks, 1) // 2 and len(ds) <= steps + 1}
+    kinds = collections.Counter()
+    for n, us in per_step.items():
+        kinds[_thunk_kind(n, hlo)] += us
+    total = sum(kinds.values())
+    print(f"decode step of {args.batch} rows, prompt {args.prompt} + {args.new} new: {total / 1e3:.2f} ms "
+          f"(sum over the thunks run once per step; load avg {os.getloadavg()[0]:.1f})")
+    for kind, us in kinds.most_common():
+        print(f"  {us / 1e3:7.2f} ms {100 * us / total:5.1f}%  {kind}")
+    print("largest thunks per step:")
+    for n, us in sorted(per_step.items(), key=lambda kv: -kv[1])[:12]:
+        shape = re.search(r"%" + re.escape(n) + r" = (\S+)", hlo)
+        print(f"  {us:8.1f} us  {n:<28}{shape.group(1) if shape else ''}")
+    return {"step_ms": total / 1e3, "kinds_ms": {k: v / 1e3 for k, v in kinds.items()}}
 
 
 # ---------------------------------------------------------------------------------------------------- profile
@@ -371,7 +461,7 @@ def rows(args) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["forward", "train", "generate", "profile", "rows"])
+    ap.add_argument("what", choices=["forward", "train", "generate", "decode-profile", "profile", "rows"])
     ap.add_argument("--family", choices=family.names(), default="pythia")
     ap.add_argument("--families", nargs="+", choices=family.names(), default=["olmo", "olmo2", "qwen3_5"],
                     help="rows: the families benchmarked in one run")
@@ -404,6 +494,10 @@ def main() -> None:
         print(json.dumps({"bench": "models_rows", **vars(args), "rows": table, "load_avg_1m": os.getloadavg()[0]}))
         return
     hf, model = build(args.family, args.shape)
+    if args.what == "decode-profile":
+        row = decode_profile(hf, model, args)
+        print(json.dumps({"bench": "models_decode_profile", **vars(args), **row, "load_avg_1m": os.getloadavg()[0]}))
+        return
     if args.what == "profile":
         row = profile(hf, model, args)
         print(json.dumps({"bench": "models_profile", **vars(args), **row, "load_avg_1m": os.getloadavg()[0]}))
@@ -434,6 +528,10 @@ def main() -> None:
     for k in ("tokens_equal", "rows_equal", "max_abs_logit_diff"):
         if k in r:
             print(f"{k}: {r[k]}")
+    if "step_ms_jax" in r:
+        print(f"prefill (1 new token): jax {r['prefill_ms_jax']:.1f} ms, torch {r['prefill_ms_torch']:.1f} ms; "
+              f"per decode step ((call - prefill) / (new - 1)): jax {r['step_ms_jax']:.2f} ms, "
+              f"torch {r['step_ms_torch']:.2f} ms")
     row.update(extras, bench=f"models_{args.what}", tokens_per_s_jax=tps_jax, tokens_per_s_torch=tps_torch,
                ratio=tps_jax / tps_torch, t_jax_s=r["t_jax"], t_torch_s=r["t_torch"])
     print(json.dumps(row))
