@@ -27,7 +27,8 @@ PT run's identity and the step it was sampled at (``runs/replay.replay_made_from
 corpus in ``--out`` made from another PT run is refused with one line naming ``--out`` and the folder.
 
 PT replicates (``--pt-seeds 0,1`` instead of ``--pt-dir``): PT model ``k`` is trained here from seed ``k`` into
-``<pt-root>/pt-seed<k>/`` (default ``--pt-root``: ``--out``; resumed, and skipped once finished) and its study is
+``<pt-root>/pt-seed<k>/`` (default ``--pt-root``: ``--out``; resumed, and skipped once finished; at
+``--pt-preset``, default ``--preset``, so that a dose variant shares its base's PT models) and its study is
 ``<out>/pt<k>/``, laid out as a ``--pt-dir`` study's ``--out``; every cell runs for each (PT seed, seed) pair.
 ``table.json`` / ``table.md`` in ``--out`` then hold every PT model's rows (column PT = ``s<k>``) and, in
 ``table.json``, the mean and spread per kind over both axes. ``--record NAME`` writes one row per (kind, PT model,
@@ -55,7 +56,7 @@ from cfka_jax.data.sharing import format_sharing, interfered_facts, name_sharing
 from cfka_jax.eval.coverage import corpus_measures
 from cfka_jax.runs.biography import build_model, continual, pretrain
 from cfka_jax.runs.folder import RunFolder, RunFolderError
-from cfka_jax.runs.presets import BIOGRAPHY, override
+from cfka_jax.runs.presets import BIOGRAPHY, lookup, override
 from cfka_jax.runs.replay import (ReplaySwitches, checkpoint_made_from, ensure_replay, replay_made_from,
                                   synthetic_replay_config)
 from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec, UPDATES
@@ -88,7 +89,10 @@ class RegimeConfig:
     pt_seeds: tuple[int, ...] = ()
     """PT replicates instead of --pt-dir: one PT run per seed, trained here into <pt-root>/pt-seed<k>/ (default: none)"""
     pt_root: str | None = None
-    """--pt-seeds: the folder of the PT replicates (default: --out); studies of one preset may share it"""
+    """--pt-seeds: the folder of the PT replicates (default: --out); studies of one PT preset may share it"""
+    pt_preset: str | None = None
+    """--pt-seeds: the preset the PT replicates are trained at (default: --preset); a dose variant shares its base's
+    PT (--preset names600x4 --pt-preset names600)"""
     sources: int = 10_000
     """first cpt_train documents used as sources"""
     alpha: float = 0.5
@@ -166,8 +170,14 @@ class RegimeConfig:
             raise ValueError("--pt-seeds trains its PT replicates and labels them s<k>: drop "
                              + ("--pt-checkpoint (it prompts one PT run still training: use --pt-dir)"
                                 if self.pt_checkpoint else "--pt-label"))
-        if self.pt_root is not None and not self.pt_seeds:
-            raise ValueError("--pt-root is where --pt-seeds keeps its PT replicates; add --pt-seeds or drop --pt-root")
+        if (self.pt_root is not None or self.pt_preset is not None) and not self.pt_seeds:
+            raise ValueError("--pt-root / --pt-preset say where and at which preset --pt-seeds trains its PT "
+                             "replicates; add --pt-seeds or drop them")
+        if self.pt_preset is not None:
+            a, b = BIOGRAPHY[self.preset], lookup(BIOGRAPHY, self.pt_preset, "Biography")
+            if (a.pt, a.data_config(), a.model) != (b.pt, b.data_config(), b.model):
+                raise ValueError(f"--pt-preset {self.pt_preset} trains another PT model than --preset {self.preset} "
+                                 "starts from (its PT schedule, data or model differ)")
 
 
 def studies(cfg: RegimeConfig) -> list[RegimeConfig]:
@@ -177,13 +187,14 @@ def studies(cfg: RegimeConfig) -> list[RegimeConfig]:
         return [cfg]
     root = cfg.pt_root or cfg.out
     return [dataclasses.replace(cfg, pt_dir=str(rep.pt_folder(root, k)), out=str(pathlib.Path(cfg.out) / f"pt{k}"),
-                                pt_label=rep.pt_label(k), pt_seeds=(), pt_root=None, record=None)
+                                pt_label=rep.pt_label(k), pt_seeds=(), pt_root=None, pt_preset=None, record=None)
             for k in cfg.pt_seeds]
 
 
 def pt_spec(cfg: RegimeConfig, pt_seed: int) -> PTSpec:
     """PT replicate ``pt_seed`` of ``--pt-seeds``: its own PT run from that seed, ``<pt-root>/pt-seed<k>``."""
-    return PTSpec(preset=cfg.preset, out=str(rep.pt_folder(cfg.pt_root or cfg.out, pt_seed)), arch=cfg.arch,
+    return PTSpec(preset=cfg.pt_preset or cfg.preset, out=str(rep.pt_folder(cfg.pt_root or cfg.out, pt_seed)),
+                  arch=cfg.arch,
                   seed=pt_seed, cache_dir=cfg.cache_dir, progress=cfg.progress, bpe_vocab=cfg.bpe_vocab)
 
 
@@ -436,7 +447,7 @@ def _pt_quality(pt_dir: str) -> dict:
 
 FLAGS = Flags(
     RegimeConfig, prog="python -m cfka_jax.experiments.stoc_regime", required=("out",),
-    choices={"preset": lambda: list(BIOGRAPHY), "kinds": lambda: list(KINDS), "arch": lambda: list(ARCHS),
+    choices={"preset": lambda: list(BIOGRAPHY), "pt_preset": lambda: list(BIOGRAPHY), "kinds": lambda: list(KINDS), "arch": lambda: list(ARCHS),
              "update": lambda: list(UPDATES)},
     parsers={"sources": int_arg(lo=1), "alpha": float_arg(lo=0.0, hi=1.0, lo_open=True, hi_open=True),
              "lora_rank": int_arg(lo=1), "freeze_layers": int_arg(lo=0), "bpe_vocab": int_arg(lo=BPE_MIN_VOCAB)},

@@ -47,6 +47,12 @@ def test_one_pt_source_pt_dir_or_pt_seeds():
     shared = sr.RegimeConfig(pt_seeds=(1,), out="study", pt_root="pts")
     assert sr.studies(shared)[0].pt_dir == "pts/pt-seed1" and sr.studies(shared)[0].out == "study/pt1"
     assert sr.studies(sr.RegimeConfig(pt_dir="pt")) == [sr.RegimeConfig(pt_dir="pt")]
+    x4 = sr.RegimeConfig(preset="names600x4", pt_seeds=(0,), pt_preset="names600", pt_root="pt600", out="x4")
+    assert sr.pt_spec(x4, 0).preset == "names600" and sr.studies(x4)[0].pt_dir == "pt600/pt-seed0"
+    with pytest.raises(ValueError, match="--pt-preset names150 trains another PT"):
+        sr.RegimeConfig(preset="names600x4", pt_seeds=(0,), pt_preset="names150")
+    with pytest.raises(ValueError, match="--pt-preset"):
+        sr.RegimeConfig(pt_dir="pt", pt_preset="names150")
 
 
 def test_every_earlier_flag_parses_with_its_meaning():
