@@ -145,7 +145,7 @@ def test_scanned_freeze_trains_like_the_looped_freeze():
     """The same three SGD steps on the looped and the scanned form: every exported tensor agrees to float32
     rounding. (SGD, not AdamW: Adam's m / √v turns ulp-level gradient differences on near-zero gradients into
     O(lr) parameter differences, which says nothing about the two forms; the AdamW row mask is the test above.)"""
-    from cfka_jax.train.step import init_state, make_train_step
+    from cfka_jax.train.step import Placement, Update, init_state, make_train_step
 
     tokens = jnp.asarray(TOKENS)
     batch = {"tokens": tokens, "target_mask": jnp.ones_like(tokens)}
