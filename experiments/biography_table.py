@@ -48,11 +48,21 @@ VARIANTS = (
     ("naive", "freeze", None),
     ("naive", "lora", None),
 )
-"""The CPT cells: (method, update, replay α or None)."""
-CELLS = {f"{m}-{u}": (m, u, a) for m, u, a in VARIANTS}
+"""The cells of the paper's table: (method, update, replay α or None)."""
+METHOD_VARIANTS = (
+    ("lwf", "full", None),
+    ("nullspace", "full", None),
+    ("stoc + lwf", "full", 0.5),
+)
+"""More methods of the one registry beside the paper's cells (``--cells``; not run by default): distillation
+towards the PT model (LwF), updates projected off the old facts' keys (null-space), and LwF with STOC replay."""
+CELLS = {f"{m.replace(' ', '')}-{u}": (m, u, a) for m, u, a in VARIANTS + METHOD_VARIANTS}
 """``--cells`` names (the cell's folder ``<out>/cpt-<name>/``) → (method, update, α)."""
+DEFAULT_CELLS = tuple(f"{m}-{u}" for m, u, _ in VARIANTS)
+"""The cells run when ``--cells`` is not given: the paper's six."""
 COLUMNS = ("Original/sFTA", "Original/hFTA", "Original/EM", "Continual/sFTA", "Continual/hFTA", "Continual/EM")
-RECORD_KIND = {"naive": "naive", "ewc": "ewc", "replay-all": "real_all", "replay-half": "real_half"}
+RECORD_KIND = {"naive": "naive", "ewc": "ewc", "replay-all": "real_all", "replay-half": "real_half",
+               "lwf": "lwf", "nullspace": "nullspace", "stoc + lwf": "stoc_lwf"}
 """Method → the record's ``kind`` (the names of ``cfka/biography_small``)."""
 METRICS = {c: c.lower().replace("/", "_") for c in COLUMNS} | {"Train/sFTA": "train_sfta"}
 """Final metric → record column (×100, as the paper reports them)."""
@@ -83,8 +93,8 @@ class TableConfig:
     """CPT seeds: every cell runs once per seed from every PT replicate"""
     pt_seeds: tuple[int, ...] = (0,)
     """PT replicates: one PT run per seed, <out>/pt-seed<k>/ (pt = s<k> in the record)"""
-    cells: tuple[str, ...] = tuple(CELLS)
-    """the CPT cells to run (default: all six)"""
+    cells: tuple[str, ...] = DEFAULT_CELLS
+    """the CPT cells to run (default: the paper's six)"""
     cache_dir: str = "runs/data-cache"
     """data cache folder"""
     progress: bool = True
@@ -289,7 +299,7 @@ FLAGS = Flags(TableConfig, prog="python -m cfka_jax.experiments.biography_table"
               choices={"preset": lambda: list(BIOGRAPHY), "arch": lambda: list(ARCHS), "cells": lambda: list(CELLS)},
               parsers={"ewc_lambda": float_arg(lo=0.0), "ewc_sweep": floats_arg(lo=0.0)},
               metavars={"out": "DIR", "cache_dir": "DIR", "results": "DIR", "record": "NAME"},
-              help={"cells": "the CPT cells to run, of " + ", ".join(CELLS) + " (default: all)"})
+              help={"cells": "the CPT cells to run, of " + ", ".join(CELLS) + " (default: the paper's six)"})
 """The command line generated from :class:`TableConfig`."""
 
 

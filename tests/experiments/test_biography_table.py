@@ -3,6 +3,7 @@ refused when a folder holds another run), the record the claims read, and (slow)
 
 import dataclasses
 import json
+import pathlib
 import types
 
 import pytest
@@ -27,12 +28,24 @@ def test_every_earlier_flag_parses_with_its_meaning_and_the_new_ones_too():
     cfg = table.parse(["--preset", "smoke", "--out", "o", "--arch", "pythia", "--ewc-lambda", "1e6", "--cache-dir",
                        "c"])
     assert (cfg.preset, cfg.out, cfg.arch, cfg.ewc_lambda, cfg.cache_dir) == ("smoke", "o", "pythia", 1e6, "c")
-    assert (cfg.seeds, cfg.pt_seeds, cfg.cells, cfg.record) == ((0,), (0,), tuple(table.CELLS), None)
+    assert (cfg.seeds, cfg.pt_seeds, cfg.cells, cfg.record) == ((0,), (0,), table.DEFAULT_CELLS, None)
+    assert table.DEFAULT_CELLS == ("naive-full", "ewc-full", "replay-all-full", "replay-half-full", "naive-freeze",
+                                   "naive-lora")  # the paper's six; the other methods only when named
     assert table.parse(["--preset", "small"]).folder.as_posix() == "runs/table-small"  # --out's old default
     cfg = table.parse(["--seeds", "0,1,2", "--pt-seeds", "0,1", "--cells", "naive-full,naive-lora", "--no-progress",
                        "--record", "cfka/biography_small"])
     assert (cfg.seeds, cfg.pt_seeds, cfg.cells, cfg.progress) == ((0, 1, 2), (0, 1), ("naive-full", "naive-lora"),
                                                                   False)
+
+
+def test_the_other_methods_of_the_registry_are_cells_with_their_record_kinds():
+    cfg = table.parse(["--preset", "smoke", "--cells", "lwf-full,nullspace-full,stoc+lwf-full", "--out", "o"])
+    specs = [table.cell_spec(cfg, cell, 0, 0) for cell in cfg.cells]
+    assert [(s.method, s.update, s.alpha) for s in specs] == [("lwf", "full", 0.5), ("nullspace", "full", 0.5),
+                                                             ("stoc + lwf", "full", 0.5)]
+    assert [table.RECORD_KIND[table.CELLS[c][0]] for c in cfg.cells] == ["lwf", "nullspace", "stoc_lwf"]
+    assert [pathlib.Path(s.out).parent.name for s in specs] == ["cpt-lwf-full", "cpt-nullspace-full",
+                                                                "cpt-stoc+lwf-full"]
 
 
 @pytest.mark.parametrize("argv, words", [(["--seeds", "0,0"], "--seeds"), (["--pt-seeds", "1,1"], "--pt-seeds"),
