@@ -6,6 +6,7 @@
     cfka cpt --preset P --method M --update U [--alpha A] --out DIR  continual pre-training (experiments/cpt.py)
     cfka sweep [--config grid.toml] [--ks ...]  the continual-theory sweep (experiments/theory_sweep.py)
     cfka stoc-table --preset P --out DIR     STOC / LAMOL / Random replay table (experiments/stoc_table.py)
+    cfka bio-table --preset small --seeds 0,1,2 --pt-seeds 0,1   the Biography CPT table (experiments/biography_table.py)
     cfka knowedit --data test.json --model HF_FOLDER --out DIR       KnowEdit CPT (experiments/knowedit.py)
     cfka corpus-cpt --data FILES --model HF_FOLDER --out DIR         your corpus + STOC (experiments/corpus_cpt.py)
     cfka stream --preset P --stages 3 --method M --out DIR           a task stream (experiments/stream.py)
@@ -48,6 +49,11 @@ COMMANDS = {
     "invariants": ("cfka_jax.experiments.invariants", "conserved quantities of a port over a run's checkpoints"),
     "stoc-table": ("cfka_jax.experiments.stoc_table", "STOC / LAMOL / Random replay table on Biography"),
     "stoc-scale": ("cfka_jax.experiments.stoc_scale", "STOC / LAMOL / Random replay as the Biography world grows"),
+    "stoc-regime": ("cfka_jax.experiments.stoc_regime",
+                    "STOC vs Random (vs LAMOL) replay at one Biography dose, over PT replicates and seeds"),
+    "bio-table": ("cfka_jax.experiments.biography_table",
+                  "the Biography CPT table (naive, EWC, replay, freeze, LoRA; more methods by --cells) over PT "
+                  "replicates and seeds, with its result record"),
     "taalm": ("cfka_jax.experiments.taalm_command",
               "TAALM: meta-train the Train-Attention model, LAMA-CKL and TemporalWiki tables (synthetic, Biography "
               "or the reference's files)"),

@@ -295,7 +295,7 @@ def write_table_record(cfg: TableConfig, rows: list[dict], summary: list[dict], 
     return write_record(cfg.results, cfg.record, rows=rows, regime=regime, provenance=prov)
 
 
-FLAGS = Flags(TableConfig, prog="python -m cfka_jax.experiments.biography_table",
+FLAGS = Flags(TableConfig, prog="cfka bio-table",
               choices={"preset": lambda: list(BIOGRAPHY), "arch": lambda: list(ARCHS), "cells": lambda: list(CELLS)},
               parsers={"ewc_lambda": float_arg(lo=0.0), "ewc_sweep": floats_arg(lo=0.0)},
               metavars={"out": "DIR", "cache_dir": "DIR", "results": "DIR", "record": "NAME"},

@@ -446,7 +446,7 @@ def _pt_quality(pt_dir: str) -> dict:
 
 
 FLAGS = Flags(
-    RegimeConfig, prog="python -m cfka_jax.experiments.stoc_regime", required=("out",),
+    RegimeConfig, prog="cfka stoc-regime", required=("out",),
     choices={"preset": lambda: list(BIOGRAPHY), "pt_preset": lambda: list(BIOGRAPHY), "kinds": lambda: list(KINDS), "arch": lambda: list(ARCHS),
              "update": lambda: list(UPDATES)},
     parsers={"sources": int_arg(lo=1), "alpha": float_arg(lo=0.0, hi=1.0, lo_open=True, hi_open=True),
