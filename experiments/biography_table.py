@@ -36,6 +36,7 @@ from cfka_jax.data.pipeline import build_data
 from cfka_jax.experiments import replicates as rep
 from cfka_jax.runs.biography import continual, pretrain
 from cfka_jax.runs.folder import RunFolder
+from cfka_jax.runs.method import resolve
 from cfka_jax.runs.presets import BIOGRAPHY, lookup
 from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec
 from cfka_jax.values import float_arg, floats_arg
@@ -135,10 +136,16 @@ def pt_spec(cfg: TableConfig, pt_seed: int) -> PTSpec:
                   cache_dir=cfg.cache_dir, progress=cfg.progress)
 
 
+def penalised(cell: str) -> bool:
+    """Whether the cell's method fills the penalty hook (EWC), asked of the one registry: its strength is the
+    cell's ``--ewc-lambda`` (and each ``--ewc-sweep`` value) and the record carries it."""
+    return resolve(CELLS[cell][0], "biography").hooks.penalty is not None
+
+
 def cell_runs(cfg: TableConfig) -> list[tuple[str, float | None]]:
     """The CPT cells as run: (cell, EWC λ of the run; None: ``--ewc-lambda``), the ewc cell once per λ."""
     return [(cell, lam) for cell in cfg.cells
-            for lam in ((None, *cfg.ewc_sweep) if CELLS[cell][0] == "ewc" else (None,))]
+            for lam in ((None, *cfg.ewc_sweep) if penalised(cell) else (None,))]
 
 
 def cell_folder(cfg: TableConfig, cell: str, lam: float | None) -> pathlib.Path:
@@ -239,7 +246,7 @@ def collect(cfg: TableConfig) -> tuple[list[dict], dict]:
                     continue
                 res = jsonio.read_json_object(path)
                 method, update, alpha = CELLS[cell]
-                extra = {"ewc_lambda": spec.ewc_lambda} if method == "ewc" else {"alpha": alpha} if alpha else {}
+                extra = {"ewc_lambda": spec.ewc_lambda} if penalised(cell) else {"alpha": alpha} if alpha else {}
                 rows.append({"kind": RECORD_KIND[method], "update": update, "pt": rep.pt_label(k), "seed": s,
                              **_values(res["final"]), **extra})
                 seconds[f"{cell_folder(cfg, cell, lam).name[4:]}/pt{k}-seed{s}"] = {"wall_s": res.get("wall_s"),
