@@ -122,6 +122,27 @@ def test_sampled_tokens_are_jax_random_categorical_draws():
         assert not np.isin(np.asarray(ours) % 7, [0]).any()  # never a masked token
 
 
+@pytest.mark.parametrize(("kv_heads", "groups"), [(2, 3), (4, 1)])
+@pytest.mark.parametrize("kind", ["softmax", "linear"])
+def test_decode_step_attention_is_attention_over_the_cache(kv_heads, groups, kind):
+    """A decode step's attention (``layers.decode_attention``, one query per row, the cache in its ``B K T H``
+    layout) is ``layers.attention`` over the same keys, to float32 rounding; masked slots (unwritten, padding)
+    take no weight."""
+    from cfka_jax.models import layers
+
+    r = np.random.default_rng(2)
+    b, t, h = 3, 11, 8
+    q = jnp.asarray(r.normal(size=(b, 1, kv_heads * groups, h)), jnp.float32)
+    k_BKTH, v_BKTH = (jnp.asarray(r.normal(size=(b, kv_heads, t, h)), jnp.float32) for _ in range(2))
+    mask = jnp.asarray(r.random((b, 1, t)) < 0.6).at[:, :, 0].set(True)
+    ours = layers.decode_attention(q, k_BKTH, v_BKTH, mask, kind=kind)
+    ref, _ = layers.attention(q, jnp.swapaxes(k_BKTH, 1, 2), jnp.swapaxes(v_BKTH, 1, 2), mask, kind=kind)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=F32.op_atol)
+    poisoned = jnp.where(mask[:, :, :, None], v_BKTH, 1e6)  # masked values must not reach the output
+    np.testing.assert_allclose(layers.decode_attention(q, k_BKTH, poisoned, mask, kind=kind), ours, rtol=0,
+                               atol=F32.op_atol)
+
+
 def test_sampler_config_validates():
     for bad in (dict(max_new_tokens=0), dict(temperature=-1.0), dict(top_k=-1), dict(top_p=0.0),
                 dict(top_p=1.5), dict(repetition_penalty=0.0)):
