@@ -139,7 +139,7 @@ class CorpusCPTConfig(PretrainedRunFields):
             raise ValueError(f"need 0 < --heldout < 1 and --heldout-max-docs >= 1, got {self.heldout}, "
                              f"{self.heldout_max_docs}")
         CorpusConfig(text_field=self.text_field, max_length=self.max_length or 2, overflow=self.overflow)
-        self.scale  # noqa: B018 (validates the overrides)
+        self.loop(self.scale.cpt)  # validates the overrides and the loop options against the preset's batch
         if self.resolved.hooks.optimizer is not None and self.opt_state_dtype not in (None, "float32"):
             raise ValueError(f"--opt-state-dtype {self.opt_state_dtype} stores AdamW's moments; --method "
                              f"{self.method!r} trains with {self.resolved.optimizer}, whose state stays float32")
@@ -313,7 +313,7 @@ def run(cfg: CorpusCPTConfig) -> dict:
     trained = train_lm(model, hooks.batch_at,
                        update=RunUpdate(opt=opt, trainable=trainable, optimizer=optimizer_core(method, opt),
                                         post_update=hooks.post_update),
-                       loop=p.cpt.loop(progress=cfg.progress), folder=folder,
+                       loop=cfg.loop(p.cpt), folder=folder,
                        objective=RunObjective(loss_fn=hooks.loss_fn, penalty=hooks.penalty,
                                               penalty_args=hooks.penalty_args, compute_dtype=DTYPES[cfg.dtype]),
                        memory=RunMemory(mesh=inputs.mesh, loss_chunk=resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn),
@@ -373,7 +373,10 @@ FLAGS = Flags(
              "opt_state_dtype": lambda: sorted(STATE_DTYPES), "final_checkpoint": lambda: FINAL_CHECKPOINTS,
              "guard": lambda: GUARDS},
     metavars={"data": "FILE", "model": "HF_DIR", "out": "DIR"},
-    help={"data": ".txt/.jsonl/.parquet files or folders of them",
+    help={"accumulate": "micro-batches per optimiser step (gradient accumulation; divides the preset's batch)",
+          "profile": "START:STOP: a jax.profiler trace of those steps into <out>/profile/",
+          "keep_checkpoints": "how many of the newest checkpoints the run keeps (default: 2)",
+          "data": ".txt/.jsonl/.parquet files or folders of them",
           "model": "local HF folder: config.json, safetensors, tokenizer", "out": "run folder",
           "method": f"one of {', '.join(METHODS)} or a '+' composition (runs/method.py)",
           "ewc_lambda": "--method ewc: strength λ (default: 1e3)",

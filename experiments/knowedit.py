@@ -120,6 +120,7 @@ class KnowEditRun(PretrainedRunFields):
                              f"{self.fluency_mode!r}")
         if (self.steps is not None and self.steps < 1) or self.eval_stride < 1:
             raise ValueError(f"steps and eval_stride must be >= 1, got {self.steps}, {self.eval_stride}")
+        self.loop(self.scale.cpt)  # the loop options against the preset's batch
 
     @property
     def scale(self) -> Preset:
@@ -204,7 +205,7 @@ def train_method(method: str, cfg: KnowEditRun, data: Data, replay: dict, layout
     opt = dataclasses.replace(p.cpt.optim(), state_dtype=cfg.opt_state_dtype or "float32")
     run = train_lm(model, hooks.batch_at,
                    update=RunUpdate(opt=opt, trainable=trainable, optimizer=optimizer_core(resolved, opt)),
-                   loop=p.cpt.loop(progress=cfg.progress), folder=folder,
+                   loop=cfg.loop(p.cpt), folder=folder,
                    objective=RunObjective(loss_fn=hooks.loss_fn, penalty=hooks.penalty, penalty_args=hooks.penalty_args,
                                           compute_dtype=DTYPES[cfg.dtype]),
                    memory=RunMemory(mesh=mesh, loss_chunk=resolve_loss_chunk(cfg.loss_chunk, hooks.loss_fn),
@@ -269,7 +270,10 @@ FLAGS = Flags(
              "update": lambda: UPDATES, "opt_state_dtype": lambda: sorted(STATE_DTYPES),
              "final_checkpoint": lambda: FINAL_CHECKPOINTS},
     metavars={"data": "FILE", "model": "HF_DIR", "out": "DIR", "methods": "METHOD,...", "augmentation": "FILE"},
-    help={"data": "KnowEdit test.json (ZsRE, WikiBio or Wiki_recent)",
+    help={"accumulate": "micro-batches per optimiser step (gradient accumulation; divides the preset's batch)",
+          "profile": "START:STOP: a jax.profiler trace of those steps into <out>/profile/",
+          "keep_checkpoints": "how many of the newest checkpoints the run keeps (default: 2)",
+          "data": "KnowEdit test.json (ZsRE, WikiBio or Wiki_recent)",
           "model": "local HF folder: config.json, safetensors, tokenizer",
           "out": "output folder (replay corpora, one run folder per method, table)",
           "methods": "comma-separated method names: " + ",".join(recipe_components("knowedit"))

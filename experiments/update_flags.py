@@ -18,14 +18,15 @@ import dataclasses
 from cfka_jax.parallel.mesh import parse_mesh
 from cfka_jax.runs.method import MethodOptions, method_options
 from cfka_jax.runs.methods import apply_update
-from cfka_jax.runs.specs import check_update_options
+from cfka_jax.runs.specs import check_loop_options, check_update_options, loop_config
+from cfka_jax.train.loop import LoopConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainedRunFields:
     """The fields the pretrained-model recipes share (``CorpusCPTConfig``, ``KnowEditRun`` derive from it): replay
-    de-duplication, dtype, seed, progress, the update mode and mesh (module docstring) and the method options of
-    the one registry (None = ``runs/method.MethodOptions``' default). Keyword-only, so each recipe keeps its own
+    de-duplication, dtype, seed, progress, the update mode and mesh (module docstring), the accelerator loop
+    options (:meth:`loop`) and the method options of the one registry (None = ``runs/method.MethodOptions``' default). Keyword-only, so each recipe keeps its own
     required fields first; ``__post_init__`` checks the update flags (subclasses call it first)."""
 
     minhash: bool = True
@@ -39,9 +40,20 @@ class PretrainedRunFields:
     ewc_lambda: float | None = None
     ewc_batches: int | None = None
     rho_k: float | None = None
+    accumulate: int | None = None
+    profile: str | None = None
+    keep_checkpoints: int | None = None
 
     def __post_init__(self):
         check_update_flags(self.update, self.freeze_layers, self.lora_rank, self.mesh)
+        check_loop_options(self.accumulate, self.profile, self.keep_checkpoints)
+
+    def loop(self, schedule) -> LoopConfig:
+        """The CPT schedule's training loop with the accelerator options (``--accumulate`` micro-batches per
+        optimiser step, which must divide the schedule's batch; ``--profile START:STOP``; ``--keep-checkpoints``;
+        unset: the loop's defaults), ``runs/specs.loop_config``."""
+        check_loop_options(self.accumulate, self.profile, self.keep_checkpoints, schedule.batch)
+        return loop_config(schedule, self, self.progress)
 
     def options(self, **more) -> MethodOptions:
         """The registry's :class:`MethodOptions` of these fields (and ``more``, e.g. a recipe's ``ewc_fisher``)."""

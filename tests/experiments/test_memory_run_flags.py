@@ -74,3 +74,26 @@ def test_an_old_knowedit_folder_resumes_with_its_old_defaults_and_ignores_final_
     assert folder.check(dataclasses.replace(old, final_checkpoint="params"), p)  # changes no result
     with pytest.raises(ValueError, match="--loss-chunk 0"):  # it ran on the full logits
         folder.check(dataclasses.replace(old, loss_chunk=64), p)
+
+
+@pytest.mark.parametrize("parse", [cc.config_from_args, ke.FLAGS.parse], ids=["corpus-cpt", "knowedit"])
+def test_accelerator_loop_options_reach_the_loop_and_bad_ones_are_refused(parse, capsys):
+    """``--accumulate``, ``--profile`` and ``--keep-checkpoints`` (as on ``cfka pt`` / ``cfka cpt``) become the
+    training loop's settings; unset, the loop keeps its defaults; an accumulation that does not divide the preset's
+    batch is refused naming both."""
+    base = CC if parse is cc.config_from_args else KE
+    cfg = parse(base)
+    schedule = cfg.scale.cpt
+    assert cfg.loop(schedule) == schedule.loop(progress=cfg.progress)
+    batch = schedule.batch
+    cfg = parse(base + ["--accumulate", str(batch), "--profile", "2:4", "--keep-checkpoints", "3"])
+    loop = cfg.loop(schedule)
+    assert (loop.accumulate, loop.profile, loop.keep_checkpoints) == (batch, "2:4", 3)
+    assert dataclasses.replace(loop, accumulate=1, profile=None, keep_checkpoints=2) == schedule.loop(
+        progress=cfg.progress)
+    for bad, words in ((["--accumulate", str(batch + 1)], f"must divide the preset's batch of {batch} rows"),
+                       (["--keep-checkpoints", "0"], "--keep-checkpoints"), (["--profile", "4:2"], "--profile")):
+        with pytest.raises((SystemExit, ValueError)) as err:  # corpus-cpt checks the run config after parsing
+            parse(base + bad)
+        said = capsys.readouterr().err if isinstance(err.value, SystemExit) else str(err.value)
+        assert words in said and getattr(err.value, "code", 2) == 2
