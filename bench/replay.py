@@ -1,11 +1,12 @@
 """Benchmark: the small-preset STOC replay build, and its two model-bound stages against HF torch on this CPU.
 
-    python bench/replay.py [--pt-dir runs/stoc-small/pt-small-qwen] [--rows 64] [--threads 1]
+    python bench/replay.py [--pt-dir runs/stoc-small/pt-small-qwen] [--rows 64] [--threads 1] [--preset small]
 
-1. The whole small-preset build (``experiments/biography_replay.py``: attention scores of every ``cpt_train``
-   biography, 3 spans of 3 tokens each, 3 samples of 128 tokens per prompt at T = 1.0 with repetition penalty
-   1.05 through EOS, MinHash LSH over the decoded candidates, the token-budget draw), timed stage by stage:
-   prompts/s, generated tokens/s, MinHash docs/s and the wall time (target ≤ 5 minutes on 2 cores).
+1. The whole small-preset build (``continual/replay.build_replay`` with ``runs/replay.synthetic_replay_config``:
+   attention scores of every ``cpt_train`` biography, 3 spans of 3 tokens each, 3 samples of 128 tokens per
+   prompt at T = 1.0 with repetition penalty 1.05 through EOS, MinHash LSH over the decoded candidates, the
+   token-budget draw), timed stage by stage: prompts/s, generated tokens/s, MinHash docs/s and the wall time
+   (target ≤ 5 minutes on 2 cores).
 2. Against HF torch (eager attention, same weights exported with ``save_pretrained``):
    * scoring: ``--rows`` biographies, ours (right-padded batches, one jitted program) vs the reference's way
      (one sequence at a time, ``output_attentions=True``, mean over layers and heads, column sums / (j + 1));
@@ -14,9 +15,10 @@
      ``generate(do_sample=True, temperature=1, top_k=0, top_p=1, repetition_penalty=1.05)`` with
      ``min_new_tokens = max_new_tokens`` (sampling through EOS).
 
-The model is the small preset's (Qwen2 architecture, 3 layers, d = 96): the PT checkpoint with ``--pt-dir``,
-else a random initialisation (costs are the same; MinHash and EOS counts are not). Prints a table and ends with
-one JSON line of figures.
+The model is the small preset's (Qwen2 architecture, 3 layers, d = 96; ``--preset smoke`` for a quick check of
+the script): the PT parameters exported to ``--pt-dir``'s ``params/`` (a finished ``cfka pt --preset <preset>``
+run of the qwen family), else a random initialisation (costs are the same; MinHash and EOS counts are not). Prints
+a table and ends with one JSON line of figures.
 """
 
 from __future__ import annotations
@@ -38,23 +40,33 @@ if "--threads" in sys.argv:
 import dataclasses  # noqa: E402
 
 import numpy as np  # noqa: E402
+from flax import nnx  # noqa: E402
 
 from cfka_jax.continual import replay, stoc  # noqa: E402
-from cfka_jax.runs.biography import PRESETS, build_model  # noqa: E402
-from cfka_jax.runs.replay import ReplaySwitches, replay_config  # noqa: E402
+from cfka_jax.runs.biography import build_model  # noqa: E402
+from cfka_jax.runs.folder import RunFolder, RunFolderError  # noqa: E402
+from cfka_jax.runs.presets import BIOGRAPHY, Preset  # noqa: E402
+from cfka_jax.runs.replay import ReplaySwitches, synthetic_replay_config  # noqa: E402
+from cfka_jax.train.step import master_params  # noqa: E402
 
 
-def _model(bundle, pt_dir: str | None):
-    p = PRESETS["small"]
+def _model(p: Preset, bundle, pt_dir: str | None):
+    """The preset's qwen model: random init (seed 0), or the float32 parameters a finished PT run exported to
+    ``pt_dir/params`` (as ``runs/biography.continual`` loads them)."""
+    model = build_model(p, "qwen", len(bundle.tokenizer), seed=0)
     if pt_dir is None:
-        return build_model(p, "qwen", len(bundle.tokenizer), seed=0)
-    from cfka_jax.runs.biography import CPTConfig, _load_pt_params
-
-    return _load_pt_params(CPTConfig(preset="small", pt_dir=pt_dir), p, len(bundle.tokenizer))[0]
+        return model
+    folder = RunFolder(pt_dir)
+    params, step = folder.load_params(master_params(nnx.split(model, nnx.Param, ...)[1]))
+    if step != p.pt.steps:
+        raise RunFolderError(f"PT parameters in {folder.params_dir} are at step {step}, expected {p.pt.steps} "
+                             f"(preset {p.name!r})")
+    nnx.update(model, params)
+    return model
 
 
 def full_build(model, bundle) -> dict:
-    cfg = replay_config("stoc", bundle.config.seq_len, ReplaySwitches(), seed=0)
+    cfg = synthetic_replay_config("stoc", bundle.config.seq_len, ReplaySwitches(), seed=0)
     new = bundle.splits["cpt_train"]
     t = time.perf_counter()
     corpus = replay.build_replay(model, new.docs(), bundle.tokenizer, cfg, budget_tokens=len(new.tokens))
@@ -111,7 +123,9 @@ def compare_sampling(model, hf, prompts, cfg, eos_id) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pt-dir", default=None, help="a small-preset PT run folder (default: random init)")
+    ap.add_argument("--pt-dir", default=None, help="a finished PT run folder of --preset (default: random init)")
+    ap.add_argument("--preset", default="small", choices=sorted(BIOGRAPHY),
+                    help="Biography preset of the data and model (smoke: a quick check of the script)")
     ap.add_argument("--cache-dir", default="runs/data-cache")
     ap.add_argument("--rows", type=int, default=64, help="documents / prompt rows of the HF comparisons")
     ap.add_argument("--threads", type=int, default=None, help="1: single-threaded XLA and torch")
@@ -122,16 +136,17 @@ def main() -> None:
     from cfka_jax.data.pipeline import build_data
     from cfka_jax.models import save_pretrained
 
-    bundle = build_data(PRESETS["small"].data_config(), args.cache_dir)
-    model = _model(bundle, args.pt_dir)
+    p = BIOGRAPHY[args.preset]
+    bundle = build_data(p.data_config(), args.cache_dir)
+    model = _model(p, bundle, args.pt_dir)
     build = full_build(model, bundle)
     with tempfile.TemporaryDirectory() as tmp:
         save_pretrained(model, tmp)
         hf = AutoModelForCausalLM.from_pretrained(tmp, attn_implementation="eager", dtype=torch.float32).eval()
     docs = bundle.splits["cpt_train"].docs()[:args.rows]
-    cfg = replay_config("stoc", bundle.config.seq_len, ReplaySwitches(), seed=0)
+    cfg = synthetic_replay_config("stoc", bundle.config.seq_len, ReplaySwitches(), seed=0)
     prompts = replay.make_prompts(model, docs, cfg, bundle.eos_id)[:max(1, args.rows // cfg.num_samples)]
-    row = {"bench": "replay_small", **{k: build[k] for k in (
+    row = {"bench": f"replay_{p.name}", **{k: build[k] for k in (
         "wall_s", "num_prompts", "num_candidates", "minhash_dropped", "num_sequences", "prompts_per_s",
         "gen_tokens_per_s", "minhash_docs_per_s", "prompt_s", "sample_s", "minhash_s")},
         **compare_scoring(model, hf, docs), **compare_sampling(model, hf, prompts, cfg, bundle.eos_id),
