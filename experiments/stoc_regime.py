@@ -1,6 +1,6 @@
 """Where can the prompt matter? STOC vs Random vs LAMOL on a shared-name world, with position controls (issue #23).
 
-    python -m cfka_jax.experiments.stoc_regime --preset names150 --pt-dir runs/h23/pt-names150-qwen --out runs/h23/regime
+    python -m cfka_jax.experiments.stoc_regime --preset names150 --pt-dir runs/pt-names150-qwen --out runs/stoc-regime
     python -m cfka_jax.experiments.stoc_regime ... --train --seeds 0,1        # + CPT at α = 0.5 per kind and naive
     python -m cfka_jax.experiments.stoc_regime --preset names150 --pt-seeds 0,1 --seeds 0,1,2 --train --naive \
         --out runs/regime-s3 --record cfka/stoc_names150_s3  # PT replicates trained here, 2 × 3 runs per cell
@@ -80,7 +80,7 @@ class RegimeConfig:
     """a Biography preset (names150: shared names)"""
     pt_dir: str | None = None
     """the PT run folder (cfka pt --preset P --out DIR); or --pt-seeds"""
-    out: str = "runs/h23/regime"
+    out: str = "runs/stoc-regime"
     """study folder (corpora, CPT runs, table.json, table.md)"""
     kinds: tuple[str, ...] = tuple(KINDS)
     """comma-separated subset of the replay kinds"""

@@ -346,6 +346,8 @@ def _bases(w: dict, out: str, cache: str) -> dict:
         ("di-walk", ""): (["--out", out, "--results", out, "--seeds", "1", "--steps", "1L-linear"], None),
         ("stoc-table", ""): ([*smoke, "--alphas", "0.5", "--kinds", "stoc"], True),
         ("stoc-scale", ""): (["--sizes", "smoke", "--seeds", "0", "--out", out, "--cache-dir", cache], True),
+        ("stoc-regime", ""): ([*smoke, "--pt-seeds", "0"], None),
+        ("bio-table", ""): ([*smoke, "--cells", "naive-full"], None),
         ("corpus-cpt", ""): (["--data", str(w["corpus"]), "--model", str(w["model"]), "--out", out, "--preset",
                               "smoke", "--no-progress"], True),
         ("knowedit", ""): (["--data", str(w["knowedit"]), "--model", str(w["model"]), "--out", out, "--preset",
