@@ -25,15 +25,14 @@ The command line is generated from :class:`TableConfig` (``cfka_jax/cli_gen.py``
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
-import sys
+
+from cfka_jax.experiments import replicates as rep
 
 from cfka_jax import jsonio
 from cfka_jax.claims.results import Clock, provenance, write_record
-from cfka_jax.cli_gen import Flags
+from cfka_jax.cli_gen import Flags, script_main
 from cfka_jax.data.pipeline import build_data
-from cfka_jax.experiments import replicates as rep
 from cfka_jax.runs.biography import continual, pretrain
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import resolve
@@ -320,15 +319,9 @@ def command(cfg: TableConfig) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m cfka_jax.experiments.biography_table``: a bad value or input is one line naming it, exit 2
-    (``CFKA_TRACEBACK=1``: the traceback)."""
-    try:
-        return command(parse(argv))
-    except (ValueError, OSError) as err:
-        if os.environ.get("CFKA_TRACEBACK"):
-            raise
-        print(f"{FLAGS.prog}: error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+    """``python -m cfka_jax.experiments.biography_table`` (``cfka bio-table``): a bad value or input is one line
+    naming it, exit 2 (``CFKA_TRACEBACK=1``: the traceback; ``cli_gen.script_main``)."""
+    return script_main(FLAGS, command, argv)
 
 
 if __name__ == "__main__":

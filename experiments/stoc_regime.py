@@ -40,30 +40,33 @@ seed) (``pt`` = ``--pt-label``, or ``s<k>`` with ``--pt-seeds``) and the mean an
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
-import sys
 
 import numpy as np
+from cfka_jax.experiments import replicates as rep
+from cfka_jax.experiments.replay_retention import occurrence_soft
 from flax import nnx
 
 from cfka_jax import jsonio
 from cfka_jax.claims.results import Clock, provenance, write_record
-from cfka_jax.cli_gen import Flags
+from cfka_jax.cli_gen import Flags, script_main
 from cfka_jax.data.pipeline import build_data
-from cfka_jax.data.tokenize import BPE_MIN_VOCAB
 from cfka_jax.data.sharing import format_sharing, interfered_facts, name_sharing
+from cfka_jax.data.tokenize import BPE_MIN_VOCAB
 from cfka_jax.eval.coverage import corpus_measures
 from cfka_jax.runs.biography import build_model, continual, pretrain
 from cfka_jax.runs.folder import RunFolder, RunFolderError
 from cfka_jax.runs.presets import BIOGRAPHY, lookup, override
-from cfka_jax.runs.replay import (ReplaySwitches, checkpoint_made_from, ensure_replay, replay_made_from,
-                                  synthetic_replay_config)
-from cfka_jax.runs.specs import ARCHS, CPTSpec, PTSpec, UPDATES
-from cfka_jax.values import float_arg, int_arg
+from cfka_jax.runs.replay import (
+    ReplaySwitches,
+    checkpoint_made_from,
+    ensure_replay,
+    replay_made_from,
+    synthetic_replay_config,
+)
+from cfka_jax.runs.specs import ARCHS, UPDATES, CPTSpec, PTSpec
 from cfka_jax.train.step import make_eval_logits, master_params
-from cfka_jax.experiments import replicates as rep
-from cfka_jax.experiments.replay_retention import occurrence_soft
+from cfka_jax.values import float_arg, int_arg
 
 KINDS = {"stoc_j1": ("stoc", {}), "stoc_nq": ("stoc", {"score_norm": "n_queries"}), "first_k": ("first_k", {}),
          "random": ("random", {}), "random_no_eos": ("random_no_eos", {}), "random_vocab": ("random_vocab", {}),
@@ -466,15 +469,10 @@ def command(cfg: RegimeConfig) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m cfka_jax.experiments.stoc_regime``: a bad value, a missing or malformed input is one line naming
-    the option, file or folder, exit 2, before any data is built (``CFKA_TRACEBACK=1``: the traceback)."""
-    try:
-        return command(parse(argv))
-    except (ValueError, OSError) as err:
-        if os.environ.get("CFKA_TRACEBACK"):
-            raise
-        print(f"{FLAGS.prog}: error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+    """``python -m cfka_jax.experiments.stoc_regime`` (``cfka stoc-regime``): a bad value, a missing or malformed
+    input is one line naming the option, file or folder, exit 2, before any data is built (``CFKA_TRACEBACK=1``:
+    the traceback; ``cli_gen.script_main``)."""
+    return script_main(FLAGS, command, argv)
 
 
 if __name__ == "__main__":
