@@ -33,6 +33,7 @@ from cfka_jax import jsonio
 from cfka_jax.claims.results import Clock, provenance, write_record
 from cfka_jax.cli_gen import Flags, script_main
 from cfka_jax.data.pipeline import build_data
+from cfka_jax.data.tokenize import BPE_MIN_VOCAB
 from cfka_jax.runs.biography import continual, pretrain
 from cfka_jax.runs.folder import RunFolder
 from cfka_jax.runs.method import resolve
@@ -85,6 +86,9 @@ class TableConfig:
     """study folder (default: runs/table-<preset>): pt-seed<k>/, cpt-<cell>/pt<k>-seed<s>/, table.md, table.json"""
     arch: str = "qwen"
     """model family of the PT and CPT runs"""
+    bpe_vocab: int | None = None
+    """a BPE tokenizer of this size for every PT and CPT run instead of the preset's word-level one: new people's
+    names then share pieces with old ones (what the freeze cell's frozen embeddings need)"""
     ewc_lambda: float = 1e3
     """EWC strength λ >= 0 of the ewc cell"""
     ewc_sweep: tuple[float, ...] = ()
@@ -108,6 +112,8 @@ class TableConfig:
         lookup(BIOGRAPHY, self.preset, "Biography")
         rep.check_seed_list(self.seeds, "--seeds")
         rep.check_seed_list(self.pt_seeds, "--pt-seeds")
+        if self.bpe_vocab is not None and (isinstance(self.bpe_vocab, bool) or self.bpe_vocab < BPE_MIN_VOCAB):
+            raise ValueError(f"--bpe-vocab must be an integer >= {BPE_MIN_VOCAB}, got {self.bpe_vocab}")
         if not self.cells or len(set(self.cells)) != len(self.cells) or not set(self.cells) <= set(CELLS):
             raise ValueError(f"--cells must be distinct names from {list(CELLS)}, got {list(self.cells)}")
         if self.record is not None and (not self.record or self.record.startswith("/")
@@ -132,7 +138,7 @@ class TableConfig:
 def pt_spec(cfg: TableConfig, pt_seed: int) -> PTSpec:
     """PT replicate ``pt_seed``: its own PT run from that seed, ``<out>/pt-seed<k>``."""
     return PTSpec(preset=cfg.preset, out=str(rep.pt_folder(cfg.folder, pt_seed)), arch=cfg.arch, seed=pt_seed,
-                  cache_dir=cfg.cache_dir, progress=cfg.progress)
+                  bpe_vocab=cfg.bpe_vocab, cache_dir=cfg.cache_dir, progress=cfg.progress)
 
 
 def penalised(cell: str) -> bool:
@@ -159,7 +165,7 @@ def cell_spec(cfg: TableConfig, cell: str, pt_seed: int, seed: int, lam: float |
     return CPTSpec(preset=cfg.preset, out=str(cell_folder(cfg, cell, lam) / f"pt{pt_seed}-seed{seed}"),
                    method=method, update=update, alpha=alpha or 0.5,
                    ewc_lambda=cfg.ewc_lambda if lam is None else lam, arch=cfg.arch, seed=seed,
-                   pt_dir=str(rep.pt_folder(cfg.folder, pt_seed)), cache_dir=cfg.cache_dir, progress=cfg.progress)
+                   bpe_vocab=cfg.bpe_vocab, pt_dir=str(rep.pt_folder(cfg.folder, pt_seed)), cache_dir=cfg.cache_dir, progress=cfg.progress)
 
 
 def check_inputs(cfg: TableConfig) -> None:
@@ -211,7 +217,7 @@ def main_cfg(cfg: TableConfig) -> list[dict]:
     """Runs (or resumes) every replicate; rewrites the table (and the record) as each one finishes. Returns the
     record rows."""
     check_inputs(cfg)
-    data = build_data(BIOGRAPHY[cfg.preset].data_config(), cfg.cache_dir)
+    data = build_data(pt_spec(cfg, cfg.pt_seeds[0]).scale.data_config(), cfg.cache_dir)  # with --bpe-vocab
     for k in cfg.pt_seeds:
         _, pt = run_pt(cfg, k, data)
         write_outputs(cfg)
@@ -286,7 +292,8 @@ def write_table_record(cfg: TableConfig, rows: list[dict], summary: list[dict], 
     p = BIOGRAPHY[cfg.preset]
     pts = {r["pt"]: {k: v for k, v in r.items() if k not in ("kind", "update", "pt")}
            for r in rows if r["kind"] == "pt"}
-    regime = {"model": f"{cfg.arch} port, preset {cfg.preset} (d = {p.model.hidden}, {p.model.layers} blocks)",
+    tok = "word-level tokenizer" if cfg.bpe_vocab is None else f"BPE tokenizer of {cfg.bpe_vocab} tokens"
+    regime = {"model": f"{cfg.arch} port, preset {cfg.preset} (d = {p.model.hidden}, {p.model.layers} blocks), {tok}",
               "world": f"{cfg.preset} preset ({p.people[0]} PT + {p.people[1]} CPT people)" if p.people else cfg.preset,
               "dose": f"PT {p.pt.steps} steps; CPT {p.cpt.steps} steps of {p.cpt.batch} × "
                       f"{p.data_config().seq_len} tokens; real replay α = 0.5; EWC λ = "

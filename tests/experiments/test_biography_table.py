@@ -38,6 +38,15 @@ def test_every_earlier_flag_parses_with_its_meaning_and_the_new_ones_too():
                                                                   False)
 
 
+def test_bpe_vocab_reaches_every_pt_replicate_and_every_cpt_cell():
+    cfg = table.parse(["--preset", "smoke", "--arch", "pythia", "--bpe-vocab", "1024", "--pt-seeds", "0,1",
+                       "--out", "o"])
+    assert [table.pt_spec(cfg, k).bpe_vocab for k in cfg.pt_seeds] == [1024, 1024]
+    assert table.pt_spec(table.parse(["--preset", "smoke"]), 0).bpe_vocab is None  # the preset's word-level one
+    cpt = table.cell_spec(cfg, "naive-freeze", 1, 2)
+    assert (cpt.pt_dir, cpt.bpe_vocab) == (str(pathlib.Path("o", "pt-seed1")), 1024)
+
+
 def test_the_other_methods_of_the_registry_are_cells_with_their_record_kinds():
     cfg = table.parse(["--preset", "smoke", "--cells", "lwf-full,nullspace-full,stoc+lwf-full", "--out", "o"])
     specs = [table.cell_spec(cfg, cell, 0, 0) for cell in cfg.cells]
@@ -51,7 +60,8 @@ def test_the_other_methods_of_the_registry_are_cells_with_their_record_kinds():
 @pytest.mark.parametrize("argv, words", [(["--seeds", "0,0"], "--seeds"), (["--pt-seeds", "1,1"], "--pt-seeds"),
                                          (["--seeds", "-1"], "--seeds"), (["--cells", "bogus"], "--cells"),
                                          (["--ewc-lambda", "-1"], "--ewc-lambda"), (["--preset", "tiny"], "--preset"),
-                                         (["--record", "../x"], "--record"), (["--ewc-sweep", "1,-2"], "--ewc-sweep")])
+                                         (["--record", "../x"], "--record"), (["--ewc-sweep", "1,-2"], "--ewc-sweep"),
+                                         (["--bpe-vocab", "3"], "--bpe-vocab")])
 def test_a_bad_value_is_one_line_naming_the_option(argv, words, capsys, tmp_path):
     with pytest.raises(SystemExit) as err:
         table.main([*argv, "--out", str(tmp_path / "t")])
