@@ -37,6 +37,7 @@ from cfka_jax.geometry.plasticity import SFTConfig, Trainer, drop_gain, value_ba
 from cfka_jax.geometry.readout import transmission_evaluator
 from cfka_jax.geometry.resets import ResetConfig, build, reset
 from cfka_jax.trees import flatten_mapping, nest
+from cfka_jax.experiments import geometry_record
 from cfka_jax.experiments.geometry_common import (
     markdown_table,
     save_plot,
@@ -69,7 +70,9 @@ class TransmissionConfig:
     drop-vs-gain statistic); ``paper_last4`` is the literal-named top-(L − 1) reset on a model under 4 blocks.
     ``world``: ``biography`` (PT/CPT on Biography people, probes = the PT people's facts) or ``ood`` (PT on
     out-of-domain rule tasks, long CPT on a fact domain, probes = those tasks; ``geometry_transmission_ood``);
-    ``seeds``: the ``ood`` world's seeds (empty: the scale's)."""
+    ``seeds``: the ``ood`` world's seeds (empty: the scale's); ``record``: with ``world='ood'``, the produced
+    record ``token-force/<record>`` under ``results``, rewritten after every finished seed (one row per seed,
+    task, checkpoint and reset; ``geometry_transmission_ood.record_rows``)."""
 
     scale: str = "smoke"
     arch: str = "qwen"
@@ -79,6 +82,8 @@ class TransmissionConfig:
     world: str = "biography"
     seeds: tuple[int, ...] = ()
     out: str = "runs/geometry/transmission"
+    record: str | None = None
+    results: str = "results"
 
     def __post_init__(self):
         if self.world not in WORLDS:
@@ -90,6 +95,11 @@ class TransmissionConfig:
                              f"got {self.resets}")
         if any(not isinstance(s, int) or s < 0 for s in self.seeds):
             raise ValueError(f"seeds must be non-negative integers, got {self.seeds}")
+        geometry_record.check_seeds(self.seeds)
+        geometry_record.check_record_name(self.record)
+        if self.record and self.world != "ood":
+            raise ValueError("--record writes the ood world's record (--world ood); the biography world's record "
+                             "(token-force/transmission_biography) is transcribed from its one-seed run")
 
 
 def checkpoints(total: int) -> list[int]:

@@ -34,11 +34,19 @@ from flax import nnx
 
 from cfka_jax.geometry.net import Net
 from cfka_jax.geometry.ood import TASKS, OODWorldConfig, make_world
-from cfka_jax.geometry.plasticity import SFTConfig, Trainer, drop_gain
-from cfka_jax.geometry.readout import probe_transmission, transmission_tokens
+from cfka_jax.geometry.plasticity import SFTConfig, Trainer, drop_gain, position_chance, probe_accuracy
+from cfka_jax.geometry.readout import (
+    normalized_transmission,
+    probe_transmission,
+    readout_matrix,
+    readout_size,
+    transmission_tokens,
+)
 from cfka_jax.geometry.resets import ResetConfig, build, reset
 from cfka_jax.geometry.synthetic import ModelConfig
 from cfka_jax import jsonio
+from cfka_jax.claims.results import Clock
+from cfka_jax.experiments import geometry_record
 from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_markdown
 
 
@@ -136,9 +144,11 @@ def run_seed(s: OODScale, seed: int, resets: tuple[str, ...], sft_lr: float, log
     probes["bio"] = world.bio.batches(64)
     train = {d: world.tasks[d]["sft"].batches(s.batch) for d in TASKS}
     net = Net(graphdef, rest, cfg)
-    fn = jax.jit(lambda p, b: transmission_tokens(p, b, net=net))
-    r_at = {c: {p: probe_transmission(snaps[c] if c else base, b, net=net, fn=fn)["R_mean"]
-                for p, b in probes.items()} for c in [0, *s.checkpoints]}
+    r_at, r_norm, size, acc = _probe_table(net, base, snaps, s.checkpoints, probes)
+    chance = {d: position_chance(world.tasks[d]["probe"].tokens, world.tasks[d]["probe"].mask) for d in TASKS}
+    chance["bio"] = position_chance(world.bio.tokens, world.bio.mask)
+    log(f"[transmission ood] seed {seed}: base probe accuracy " + ", ".join(
+        f"{p} {acc[0][p]:.3f} (chance {chance[p]:.3f})" for p in probes))
     table = reset_table(cfg.num_hidden_layers)
     unknown = set(resets) - set(table)
     if unknown:
@@ -155,18 +165,35 @@ def run_seed(s: OODScale, seed: int, resets: tuple[str, ...], sft_lr: float, log
             for d in TASKS:
                 curves[(c, name, d)] = trainer.curve(*nets[key], p_r, train[d], probes[d])
     log(f"[transmission ood] seed {seed}: sweep done, {time.time() - t0:.0f} s in all")
-    return {"R": r_at, "curves": curves, "seconds": time.time() - t0,
-            "params": int(sum(x.size for x in jax.tree.leaves(base)))}
+    return {"R": r_at, "R_norm": r_norm, "readout_size": size, "acc": acc, "chance": chance, "curves": curves,
+            "seconds": time.time() - t0, "params": int(sum(x.size for x in jax.tree.leaves(base)))}
 
 
-def correlations(runs: dict[int, dict], checkpoints, resets) -> dict:
-    """``rho_{task,bio,pooled}/<reset>/<L_final|L_min>`` per seed (``seed<k>/…``) and pooled over seeds."""
+def _probe_table(net, base, snaps, checkpoints, probes):
+    """Per checkpoint c (0 = the base model), before any SFT: ``R_mean`` on every probe set, the same divided by
+    the readout size ``s(W_c)`` (``readout.normalized_transmission``), ``s(W_c)`` and the probe accuracy."""
+    fn = jax.jit(lambda p, b: transmission_tokens(p, b, net=net))
+    logits = jax.jit(lambda p, t, m: net.model(p)(t, attention_mask_BT=m).logits)
+    r_at, r_norm, size, acc = {}, {}, {}, {}
+    for c in [0, *checkpoints]:
+        params = snaps[c] if c else base
+        size[c] = readout_size(readout_matrix(params, net.cfg))
+        summaries = {p: probe_transmission(params, b, net=net, fn=fn) for p, b in probes.items()}
+        r_at[c] = {p: v["R_mean"] for p, v in summaries.items()}
+        r_norm[c] = {p: normalized_transmission(v, size[c])["R_norm_mean"] for p, v in summaries.items()}
+        acc[c] = {p: probe_accuracy(logits, params, b) for p, b in probes.items()}
+    return r_at, r_norm, size, acc
+
+
+def correlations(runs: dict[int, dict], checkpoints, resets, transmission: str = "R") -> dict:
+    """``rho_{task,bio,pooled}/<reset>/<L_final|L_min>`` per seed (``seed<k>/…``) and pooled over seeds;
+    ``transmission``: the run's table the drop is read from (``R``, or ``R_norm`` = R / readout size)."""
     out = {}
     for reset_name in [r for r in resets if r != "none"]:
         for key in ("L_final", "L_min"):
             pooled = {"task": ({}, {}, {}, {}), "bio": ({}, {}, {}, {}), "pooled": ({}, {}, {}, {})}
             for seed, run in runs.items():
-                r_at, cur = run["R"], run["curves"]
+                r_at, cur = run[transmission], run["curves"]
                 r0 = r_at[0]
                 per = {"task": ({}, {}, {}, {}), "bio": ({}, {}, {}, {}), "pooled": ({}, {}, {}, {})}
                 for d in TASKS:
@@ -218,52 +245,118 @@ def _plots(out, runs, corr, checkpoints, reset_main):
     save_plot(fig, out, "reset_gain_vs_drop")
 
 
-def _cached_seed(out, s: OODScale, seed: int, resets, sft_lr: float) -> dict:
-    """:func:`run_seed`, saved to ``out/seed<k>.json``; an earlier run's file with the same scale, resets and SFT
-    lr is read back instead (so seeds can run in separate processes and a last call with all seeds pools them)."""
+SEED_VERSION = 2
+"""Seed files of an earlier layout (without accuracy, chance and the size-normalised R) are rerun, not read."""
+_BY_CHECKPOINT = ("R", "R_norm", "readout_size", "acc")
 
+
+def _cached_seed(out, s: OODScale, seed: int, resets, sft_lr: float) -> dict:
+    """:func:`run_seed`, saved to ``out/seed<k>.json`` with its wall and CPU seconds; an earlier run's file with the
+    same scale, resets and SFT lr is read back instead (so seeds can run in separate processes and a last call with
+    all seeds pools them)."""
     path = out / f"seed{seed}.json"
-    key = {"scale": json.loads(json.dumps(dataclasses.asdict(s))), "resets": list(resets), "sft_lr": sft_lr}
+    key = {"scale": json.loads(json.dumps(dataclasses.asdict(s))), "resets": list(resets), "sft_lr": sft_lr,
+           "version": SEED_VERSION}
     if path.exists():
         saved = jsonio.read_json_object(path, "a seed record (JSON object)")
         if saved.get("key") == key:
-            return {"R": {int(c): v for c, v in saved["R"].items()}, "seconds": saved["seconds"],
-                    "params": saved["params"], "curves": {(int(c), r, d): v for c, r, d, v in saved["curves"]}}
-    run = run_seed(s, seed, resets, sft_lr)
-    jsonio.write_json_atomic(out / f"seed{seed}.json", {
-        "key": key, "R": run["R"], "seconds": run["seconds"], "params": run["params"],
-        "curves": [[*k, v] for k, v in run["curves"].items()]}, portable=True, indent=1)
+            return {**{k: {int(c): v for c, v in saved[k].items()} for k in _BY_CHECKPOINT},
+                    **{k: saved[k] for k in ("chance", "seconds", "params", "wall_s", "cpu_s")},
+                    "curves": {(int(c), r, d): v for c, r, d, v in saved["curves"]}}
+    clock = Clock()
+    run = {**run_seed(s, seed, resets, sft_lr), **clock.elapsed()}
+    jsonio.write_json_atomic(path, {"key": key, **{k: v for k, v in run.items() if k != "curves"},
+                                    "curves": [[*k, v] for k, v in run["curves"].items()]}, portable=True, indent=1)
     return run
 
 
+def _sig(x: float) -> float:
+    """A finite float kept to 6 significant digits for a record."""
+    return float(f"{float(x):.6g}")
+
+
+def record_rows(seed: int, run: dict, checkpoints, resets) -> list[dict]:
+    """One row per (task D, checkpoint c, reset) of a finished seed (the base model, c = 0, with ``none`` only):
+    R and R / readout size on D's own probe and on ``bio`` at c before SFT, the readout size, D's probe accuracy
+    at c and at the base model, its position-only chance, and the SFT outcome from c under the reset (``l0``,
+    ``l_final``, ``l_min``, ``plast``). The drop, the gain and ρ are the rules' to compute
+    (``claims/papers/token_force_rules.py``)."""
+    rows = []
+    for d in TASKS:
+        for c in [0, *checkpoints]:
+            for name in (("none",) if c == 0 else resets):
+                cur = run["curves"][(c, name, d)]
+                rows.append({"seed": seed, "task": d, "cpt_step": c, "reset": name, "r": _sig(run["R"][c][d]),
+                             "r_norm": _sig(run["R_norm"][c][d]), "r_bio": _sig(run["R"][c]["bio"]),
+                             "r_bio_norm": _sig(run["R_norm"][c]["bio"]),
+                             "readout_size": _sig(run["readout_size"][c]), "acc": _sig(run["acc"][c][d]),
+                             "base_acc": _sig(run["acc"][0][d]), "chance": _sig(run["chance"][d]),
+                             **{k: _sig(cur[v]) for k, v in (("l0", "L0"), ("l_final", "L_final"),
+                                                             ("l_min", "L_min"), ("plast", "plast"))}})
+    return rows
+
+
+def _regime(s: OODScale, params: int) -> dict:
+    return {"model": f"Qwen2 port (tied head), d = {s.model.hidden}, {s.model.layers} blocks",
+            "params": f"{params:,}",
+            "pt_quality": "rows' base_acc: each task's probe accuracy (greedy, supervised tokens) before CPT, against "
+                          "its position-only chance (chance); the rules leave out a task below chance + "
+                          "0.5 · (1 − chance) at a seed",
+            "world": f"geometry/ood.py: out-of-domain tasks {', '.join(TASKS)} (PT only) and a fact domain (CPT; "
+                     "its probe is bio)",
+            "dose": f"PT {s.pt_steps} AdamW steps on the tasks; CPT {s.cpt_steps} steps on the domain "
+                    f"({len(s.checkpoints)} checkpoints); SFT {s.sft_steps} AdamW steps per task, checkpoint and "
+                    "reset",
+            "normalisation": "r_norm = r / readout_size, readout_size = ‖W − 1μᵀ‖_F² / (V − 1) of the checkpoint's "
+                             "readout (geometry/readout.py)"}
+
+
 def run_ood(cfg) -> dict:
-    """The study for a ``TransmissionConfig`` with ``world='ood'``."""
+    """The study for a ``TransmissionConfig`` with ``world='ood'``; with ``cfg.record`` the produced record
+    ``token-force/<record>`` is rewritten after every finished seed (:func:`record_rows`)."""
     import pathlib
 
     s = OOD_SCALES[cfg.scale]
     seeds = tuple(cfg.seeds) or s.seeds
     resets = tuple(cfg.resets)
     out = pathlib.Path(cfg.out)
-    runs = {seed: _cached_seed(out, s, seed, resets, cfg.sft_lr) for seed in seeds}
+    runs, done = {}, []
+    for seed in seeds:
+        runs[seed] = run = _cached_seed(out, s, seed, resets, cfg.sft_lr)
+        if cfg.record:
+            done.append({"seed": seed, "rows": record_rows(seed, run, s.checkpoints, resets),
+                         "wall_s": run.get("wall_s"), "cpu_s": run.get("cpu_s")})
+            geometry_record.write_study_record("transmission", cfg, done, _regime(s, run["params"]), planned=seeds)
     corr = correlations(runs, s.checkpoints, resets)
+    corr_norm = correlations(runs, s.checkpoints, resets, transmission="R_norm")
     result = {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), "checkpoints": list(s.checkpoints),
-              "R": {seed: run["R"] for seed, run in runs.items()}, "correlations": corr,
+              **{k: {seed: run[k] for seed, run in runs.items()} for k in (*_BY_CHECKPOINT, "chance")},
+              "correlations": corr, "correlations_norm": corr_norm,
               "seconds": {seed: run["seconds"] for seed, run in runs.items()},
               "params": runs[seeds[0]]["params"],
               "sft": [{"seed": seed, "checkpoint": c, "reset": r, "task": t, **v}
                       for seed, run in runs.items() for (c, r, t), v in run["curves"].items()]}
     jsonio.write_json_atomic(out / "transmission.json", result, portable=True, indent=1)
+    _markdown(out, runs, s, resets, corr, corr_norm)
+    _plots(out, runs, corr, s.checkpoints, "readout" if "readout" in resets else resets[1])
+    return result
+
+
+def _markdown(out, runs, s, resets, corr, corr_norm):
     probes = [*TASKS, "bio"]
-    body = "R_mean per probe set over CPT steps (mean over seeds):\n\n" + markdown_table(
-        ["step", *probes], [[c, *(float(np.mean([run["R"][c][p] for run in runs.values()])) for p in probes)]
-                            for c in [0, *s.checkpoints]])
+    mean = lambda f: float(np.mean([f(run) for run in runs.values()]))  # noqa: E731
+    body = "Probe accuracy before CPT (mean over seeds) and the position-only chance:\n\n" + markdown_table(
+        ["probe", "accuracy", "chance"], [[p, mean(lambda r: r["acc"][0][p]), mean(lambda r: r["chance"][p])]
+                                          for p in probes])
+    for key, title in (("R", "R_mean"), ("R_norm", "R_mean / readout size")):
+        body += f"\n{title} per probe set over CPT steps (mean over seeds):\n\n" + markdown_table(
+            ["step", *probes], [[c, *(mean(lambda r: r[key][c][p]) for p in probes)] for c in [0, *s.checkpoints]])
     plast = [[c, r, *(float(np.mean([run["curves"][(c, r, d)][k] for run in runs.values() for d in TASKS]))
                       for k in ("L0", "L_final", "plast"))]
              for c in [0, *s.checkpoints] for r in (("none",) if c == 0 else resets)]
     body += "\nSFT from each checkpoint (mean over seeds and tasks):\n\n" + markdown_table(
         ["checkpoint", "reset", "L0", "L_final", "plasticity"], plast)
-    body += "\nTransmission drop vs reset gain (Spearman):\n\n" + markdown_table(
-        ["statistic", "ρ", "p", "n"], [[k, v["rho"], v["p"], v["n"]] for k, v in corr.items()])
+    for table, title in ((corr, "R"), (corr_norm, "R / readout size")):
+        body += f"\nTransmission drop ({title}) vs reset gain (Spearman, every task):\n\n" + markdown_table(
+            ["statistic", "ρ", "p", "n"], [[k, v["rho"], v["p"], v["n"]] for k, v in table.items()])
     write_markdown(out, "transmission", "Readout transmission over a long CPT run, out-of-domain probes", body)
-    _plots(out, runs, corr, s.checkpoints, "readout" if "readout" in resets else resets[1])
-    return result

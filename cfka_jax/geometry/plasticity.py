@@ -7,6 +7,10 @@
   step, rebuilt only when the architecture changes, run by the engine's loop ``train.loop.run_loop`` in memory: a
   non-finite step stops the curve) and record the probe loss before (``step0_eval``) and after;
   ``plast = L_probe(step0) − L_probe(final)`` (project scalar, §7.3), also the minimum-loss variant.
+* The premise of §7.5 (the base model knows task D before CPT): :func:`probe_accuracy`, the greedy next-token
+  accuracy on a probe's supervised tokens, against :func:`position_chance`, the accuracy of the best guess that
+  sees only the target's position (per column the most frequent supervised token); :func:`knows_task` is
+  ``acc ≥ chance + PREMISE_MARGIN · (1 − chance)``.
 * :func:`drop_gain` pools points (task D, checkpoint c ≠ base): ``ΔR(D, c) = (R_D(base) − R_D(c)) / R_D(base)``
   against ``gain(D, c) = L_final(c, none) − L_final(c, reset)``, and returns the Spearman ρ with its p-value and n.
 """
@@ -93,6 +97,50 @@ class Trainer:
                  on_state=lambda done, s: losses.append(self.probe(loss_fn, s.params, probe)))
         return {"L0": losses[0], "L_final": losses[-1], "L_min": min(losses), "plast": losses[0] - losses[-1],
                 "plast_min": losses[0] - min(losses), "curve": losses}
+
+
+PREMISE_MARGIN = 0.5
+"""How far above chance the base model's probe accuracy must lie, as a share of the distance from chance to 1."""
+
+
+def probe_accuracy(loss_net, params, batches: list[dict]) -> float:
+    """Greedy next-token accuracy over the supervised tokens (``target_mask``, keyed by target position) of
+    ``batches``: token s counts as right when ``argmax logits[s − 1] == tokens[s]``. ``loss_net(params, tokens,
+    attention_mask) -> logits [B, S, V]`` (jitted by the caller).
+
+    Raises:
+      ValueError: the batches hold no supervised token.
+    """
+    right = total = 0.0
+    for b in batches:
+        logits = loss_net(params, b["tokens"], b["attention_mask"])
+        pred = np.asarray(jnp.argmax(logits[:, :-1], axis=-1))
+        mask = np.asarray(b["target_mask"])[:, 1:]
+        right += float(np.sum((pred == np.asarray(b["tokens"])[:, 1:]) * mask))
+        total += float(np.sum(mask))
+    if total == 0:
+        raise ValueError("probe_accuracy: the probe batches hold no supervised token")
+    return right / total
+
+
+def position_chance(tokens: np.ndarray, mask: np.ndarray) -> float:
+    """The accuracy of the best position-only guess on the supervised tokens of ``tokens [n, S]`` (``mask`` keyed
+    by target position): ``Σ_s max_v #{rows: tokens[:, s] = v, mask = 1} / Σ mask``.
+
+    Raises:
+      ValueError: no supervised token, or shapes that differ.
+    """
+    tokens, mask = np.asarray(tokens), np.asarray(mask) > 0
+    if tokens.shape != mask.shape or not mask.any():
+        raise ValueError(f"position_chance: tokens {tokens.shape} and mask {mask.shape} must match and mark at "
+                         "least one supervised token")
+    best = sum(int(np.bincount(tokens[mask[:, s], s]).max()) for s in range(tokens.shape[1]) if mask[:, s].any())
+    return best / int(mask.sum())
+
+
+def knows_task(acc: float, chance: float, margin: float = PREMISE_MARGIN) -> bool:
+    """The premise: ``acc ≥ chance + margin · (1 − chance)``."""
+    return acc >= chance + margin * (1.0 - chance)
 
 
 def drop_gain(r_base: dict, r_ckpt: dict, final_none: dict, final_reset: dict) -> dict:

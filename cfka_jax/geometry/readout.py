@@ -8,6 +8,12 @@
   (pitfall 14), logged with ``R_p95``, ``g2_mean`` and ``wtg2_mean``; float32, current (possibly tied) head.
 * Property [DERIVED]: since ``Σ_v g_v = 0``, R is invariant to adding a common vector to all rows of W, hence
   ``R ≤ σ_max(W − 1μᵀ)²`` with μ the mean row (tested in ``tests/geometry/test_readout.py``).
+* Size-normalised R [DERIVED, not the paper's R]: R grows with the scale of W (``R(cW) = c²R(W)``), so a rise of
+  R under CPT can be the readout growing rather than the force turning towards it. :func:`readout_size` is
+  ``s(W) = ‖W − 1μᵀ‖_F² / (V − 1)``, the mean of R over force directions drawn uniformly from the unit sphere of
+  the sum-zero subspace (where every g lies): with ``P = I − 11ᵀ/V``, ``E[gᵀWWᵀg] = tr(PWWᵀP)/(V − 1)`` and
+  ``PW = W − 1μᵀ``. ``R / s(W)`` (:func:`normalized_transmission`) is 1 for a force that meets the readout like a
+  random direction, invariant to W → cW and to a common shift of W's rows, as R is to the latter.
 """
 
 from __future__ import annotations
@@ -41,6 +47,29 @@ def readout_projection(w_VD: Float[Array, "V D"], g_XV: Float[Array, "*X V"]) ->
 def ratio(wtg2_X: Float[Array, "*X"], g2_X: Float[Array, "*X"]) -> Float[Array, "*X"]:
     """``‖Wᵀg‖² / max(‖g‖², 1e−12)`` (the clamp of §7.1)."""
     return wtg2_X / jnp.maximum(g2_X, R_CLAMP)
+
+
+def readout_size(w_VD: Float[Array, "V D"]) -> float:
+    """``s(W) = ‖W − 1μᵀ‖_F² / (V − 1)`` (μ the mean row): the mean transmission of an isotropic sum-zero force
+    direction (module docstring), in float32 like R."""
+    w = jnp.asarray(w_VD, jnp.float32)
+    if w.shape[0] < 2:
+        raise ValueError(f"readout_size needs at least 2 rows, got W of shape {tuple(w.shape)}")
+    centred = w - jnp.mean(w, axis=0, keepdims=True)
+    return float(jnp.sum(centred * centred) / (w.shape[0] - 1))
+
+
+def normalized_transmission(summary: dict[str, float], size: float) -> dict[str, float]:
+    """``R_norm_mean = R_mean / size`` and ``R_norm_p95 = R_p95 / size`` of a :func:`summarize` result (the mean
+    of the per-token ratios divided by the constant ``size`` is the mean of the normalised ratios), and
+    ``readout_size``.
+
+    Raises:
+      ValueError: ``size`` is not a finite number > 0.
+    """
+    if not np.isfinite(size) or size <= 0:
+        raise ValueError(f"readout size must be a finite number > 0, got {size}")
+    return {"R_norm_mean": summary["R_mean"] / size, "R_norm_p95": summary["R_p95"] / size, "readout_size": size}
 
 
 def readout_geometry(w_VD: Float[Array, "V D"], support) -> dict[str, float]:

@@ -172,17 +172,64 @@ def test_transmission_ood_correlations_pool_seeds():
 
 @pytest.mark.slow
 def test_transmission_ood_smoke(tmp_path):
-    out = tmp_path / "ood"
+    from cfka_jax.claims.results import load_records
+
+    out, results = tmp_path / "ood", tmp_path / "results"
     argv = ["transmission", "--world", "ood", "--scale", "smoke", "--out", str(out),
-            "--resets", "none,readout,paper_last4,last4"]
+            "--resets", "none,readout,paper_last4,last4", "--record", "t_ood", "--results", str(results)]
     assert geometry.main(argv) == 0
     data = json.loads((out / "transmission.json").read_text())
     assert data["checkpoints"] == [2, 4, 8] and set(data["R"]["0"]) == {"0", "2", "4", "8"}
     assert data["correlations"]["rho_task/last4/L_final"]["n"] == 9
+    assert data["correlations_norm"]["rho_task/last4/L_final"]["n"] == 9
     assert {r["reset"] for r in data["sft"]} == {"none", "readout", "paper_last4", "last4"}
     assert (out / "reset_gain_vs_drop.png").stat().st_size > 10_000 and (out / "seed0.json").exists()
-    assert geometry.main(argv) == 0  # the second call reads seed0.json back
+    rec = load_records(results)["token-force/t_ood"]
+    assert rec.origin == "produced" and rec.provenance["seeds"] == [0] and rec.provenance["wall_s"] > 0
+    assert "--record t_ood" in rec.provenance["command"] and "--world ood" in rec.provenance["command"]
+    assert len(rec.rows) == 3 * (1 + 3 * 4)  # tasks × (base + checkpoints × resets)
+    seed = json.loads((out / "seed0.json").read_text())
+    for row in rec.rows:  # R / size is the seed's R over the checkpoint's readout size; the record keeps 6 digits
+        c, d = str(row["cpt_step"]), row["task"]
+        assert seed["R_norm"][c][d] == seed["R"][c][d] / seed["readout_size"][c]
+        assert row["r_norm"] == float(f"{seed['R_norm'][c][d]:.6g}") and row["acc"] == float(f"{seed['acc'][c][d]:.6g}")
+        assert 0.0 <= row["acc"] <= 1.0 and 0.0 < row["chance"] <= 1.0
+    base = {r["task"]: r for r in rec.select(cpt_step=0)}
+    assert all(r["base_acc"] == base[r["task"]]["acc"] for r in rec.rows)
+    mtime = (out / "seed0.json").stat().st_mtime_ns
+    assert geometry.main(argv) == 0  # the second call reads seed0.json back and rewrites the record from it
+    assert (out / "seed0.json").stat().st_mtime_ns == mtime
     assert json.loads((out / "transmission.json").read_text())["R"] == data["R"]
+    assert load_records(results)["token-force/t_ood"].rows == rec.rows
+
+
+def test_transmission_record_is_the_ood_worlds_and_a_plain_name():
+    with pytest.raises(ValueError, match="--record writes the ood world's record"):
+        geometry.configs(["transmission", "--record", "t"])
+    with pytest.raises(ValueError, match="--record must be a plain name"):
+        geometry.configs(["transmission", "--world", "ood", "--record", "../t"])
+    _, cfg = geometry.configs(["transmission", "--world", "ood", "--record", "t", "--results", "r"])
+    assert (cfg.record, cfg.results) == ("t", "r")
+
+
+def test_transmission_record_rows_of_a_finished_seed():
+    from cfka_jax.experiments.geometry_transmission_ood import record_rows
+    from cfka_jax.geometry.ood import TASKS
+
+    run = _fake_run(0.0, 1.0)
+    run["R_norm"] = {c: {p: v / 2.0 for p, v in r.items()} for c, r in run["R"].items()}
+    run["readout_size"] = dict.fromkeys(run["R"], 2.0)
+    run["acc"] = {c: {p: 0.9 - 0.1 * c for p in r} for c, r in run["R"].items()}
+    run["chance"] = dict.fromkeys((*TASKS, "bio"), 0.25)
+    for cell in run["curves"].values():
+        cell.update(L0=3.0, plast=3.0 - cell["L_final"])
+    run["curves"].update({(0, "none", d): {"L0": 3.0, "L_final": 1.0, "L_min": 1.0, "plast": 2.0} for d in TASKS})
+    rows = record_rows(7, run, (1, 2, 3), ("none", "readout"))
+    assert len(rows) == len(TASKS) * (1 + 3 * 2) and {r["seed"] for r in rows} == {7}
+    row = next(r for r in rows if r["task"] == "ident_b" and r["cpt_step"] == 2 and r["reset"] == "readout")
+    assert (row["r"], row["r_norm"], row["readout_size"]) == (0.8, 0.4, 2.0)
+    assert (row["acc"], row["base_acc"], row["chance"], row["r_bio"]) == (0.7, 0.9, 0.25, 0.98)
+    assert row["l_final"] == pytest.approx(1.0 - 2 * 0.2) and row["l0"] == 3.0
 
 
 def test_a_subcommand_reads_its_options_from_a_config_file(tmp_path):

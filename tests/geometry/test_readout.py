@@ -107,3 +107,35 @@ def test_readout_geometry_of_a_support_set(x64):
     assert out["trace"] == 5.0 and out["lambda_max"] == 4.0
     p = np.asarray([0.8, 0.2])
     np.testing.assert_allclose(out["effective_rank"], np.exp(-(p * np.log(p)).sum()), rtol=F64.exact_rtol)
+
+
+def test_normalised_transmission_is_raw_r_over_the_readout_size():
+    """Hand-built W: s(W) = ‖W − 1μᵀ‖_F² / (V − 1) by hand, and R / s on a probe's summary."""
+    from cfka_jax.geometry.readout import normalized_transmission, readout_size
+
+    w = np.asarray([[1.0, 0.0], [0.0, 2.0], [3.0, 1.0], [0.0, 1.0]], np.float32)  # μ = (1, 1)
+    centred = np.asarray([[0.0, -1.0], [-1.0, 1.0], [2.0, 0.0], [-1.0, 0.0]])
+    assert readout_size(w) == pytest.approx(float((centred**2).sum()) / 3.0, rel=F32.exact_rtol)  # 8 / 3
+    assert readout_size(w + 5.0) == pytest.approx(readout_size(w), rel=F32.exact_rtol)  # a common row shift
+    assert readout_size(3.0 * w) == pytest.approx(9.0 * readout_size(w), rel=F32.exact_rtol)
+    per_token = {"R": np.asarray([2.0, 6.0, 50.0]), "g2": np.ones(3), "wtg2": np.asarray([2.0, 6.0, 50.0])}
+    out = normalized_transmission(summarize(per_token, np.asarray([1, 1, 0])), 8.0 / 3.0)
+    assert out["R_norm_mean"] == pytest.approx(4.0 / (8.0 / 3.0)) and out["readout_size"] == 8.0 / 3.0
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="readout size"):
+            normalized_transmission({"R_mean": 1.0, "R_p95": 1.0}, bad)
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        readout_size(np.ones((1, 3), np.float32))
+
+
+def test_readout_size_is_the_mean_r_of_an_isotropic_sum_zero_force():
+    """E[R] over g uniform on the unit sphere of {Σ g = 0} equals s(W) (Monte Carlo, 20k draws, float64)."""
+    from cfka_jax.geometry.readout import readout_size
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(9, 4)) * np.asarray([3.0, 1.0, 0.5, 0.1]) + 2.0
+    g = rng.normal(size=(20_000, 9))
+    g -= g.mean(axis=1, keepdims=True)
+    r = np.sum((g @ w) ** 2, axis=1) / np.sum(g * g, axis=1)
+    # the Monte Carlo mean's standard error is about 1 % of s here; 5 % is a 5-sigma band
+    assert r.mean() == pytest.approx(readout_size(w.astype(np.float32)), rel=0.05)
