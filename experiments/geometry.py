@@ -14,6 +14,8 @@ Subcommands (each writes markdown + JSON tables and plots under ``--out``):
                    CH1 + CH2 vs the native baseline vs random.
 * ``select``       §4.5, §9: top-5 % selection by CH1 / CH1 + CH2 vs LESS, DataInf, HyperINF and random, then
                    fine-tuning on the selection and downstream accuracy.
+* ``lds``          the linear datamodeling score of CH1, CH1 + CH2, DataInf, LESS, HyperINF, the exact gradient
+                   product and random scores against subsets retrained in one program, and their cost.
 * ``transmission`` §7: readout transmission R over Biography CPT, resets, plasticity, and the
                    transmission-drop vs reset-gain rank correlation.
 
@@ -32,7 +34,7 @@ import math
 import sys
 
 from cfka_jax.cli_gen import Flags, Subcommands
-from cfka_jax.values import check_floats, float_arg
+from cfka_jax.values import check_floats, float_arg, int_arg
 
 _POSITIVE = float_arg(lo=0.0, lo_open=True)  # a finite number > 0 (step sizes, learning rates)
 
@@ -62,6 +64,7 @@ SUBCOMMANDS = {  # name → (module, config class, help)
     "crosslingual": ("geometry_crosslingual", "CrosslingualConfig", "cross-lingual retrieval, CH1 vs CH1 + CH2"),
     "select": ("geometry_select", "SelectConfig", "top-5 % data selection vs LESS / DataInf / HyperINF"),
     "transmission": ("geometry_transmission", "TransmissionConfig", "readout transmission, resets, plasticity"),
+    "lds": ("geometry_lds", "LdsConfig", "linear datamodeling score of the attribution methods vs retrained subsets"),
 }
 def archs() -> tuple[str, ...]:
     """The families a synthetic geometry model can be built in: every registered one (``models/family.py``)."""
@@ -109,12 +112,17 @@ def _flags(name: str) -> Flags:
     fields = {f.name for f in dataclasses.fields(cls)}
     choices = {"scale": lambda: ("smoke", "small"), "arch": archs, "start": lambda: ("random", "base"),
                "vocab": lambda: ("full", "total_unique"), "normalize": lambda: ("all", "kept"),
-               "world": _worlds}
-    parsers = {"eta": _POSITIVE, "taus": _taus, **({"lr": _POSITIVE} if name in ("coldstart", "energy") else {})}
+               "world": _worlds, "mode": lambda: ("map", "vmap")}
+    parsers = {"eta": _POSITIVE, "taus": _taus, **({"lr": _POSITIVE} if name in ("coldstart", "energy") else {}),
+               **(_LDS_PARSERS if name == "lds" else {})}
     help_ = {**HELP, **({"lr": LR_HELP[name]} if name in LR_HELP else {})}
     pick = lambda d: {k: v for k, v in d.items() if k in fields}  # noqa: E731
     return Flags(cls, prog=f"cfka geometry {name}", description=SUBCOMMANDS[name][2], choices=pick(choices),
                  parsers=pick(parsers), help=pick(help_), metavars=pick({"out": "DIR", "record": "NAME", "results": "DIR"}))
+
+
+_LDS_PARSERS = {"fraction": float_arg(lo=0.0, hi=1.0, lo_open=True, hi_open=True), "subsets": int_arg(lo=3),
+                "lr": _POSITIVE}  # cfka geometry lds: a subset keeps some and leaves some; >= 3 subsets to rank
 
 
 def _worlds() -> tuple[str, ...]:
