@@ -32,6 +32,8 @@ CUES, COLL = "token-force/cues", "token-force/collision_tokens"
 COLD, COLD_BASE = "token-force/coldstart_random", "token-force/coldstart_base"
 """The cold start from the random initialisation (lr 1e-3) and from the synthetic base model (lr 1e-4)."""
 T_BIO, T_OOD = "token-force/transmission_biography", "token-force/transmission_ood"
+"""The Biography transmission study (transcribed, one seed) and the out-of-domain one (produced by ``cfka geometry
+transmission --world ood --record transmission_ood``; its rules are in ``token_force_transmission.py``)."""
 TAUS = (1.8, 1.5, 1.0)
 
 
@@ -420,60 +422,8 @@ def _cue_specific(records: Mapping[str, Record]) -> Judgement:
     return overall(cmps, "format loss larger when the eval cue matches the train cue")
 
 
-# --------------------------------------------------------------------------- readout transmission, resets (§7, §8)
-
-def _transmission(records: Mapping[str, Record]) -> Judgement:
-    """ρ(ΔR, reset gain) ≥ the paper's 0.73 out of domain, judged on the per-seed ρ_task of the 3-seed study."""
-    ood, bio = records[T_OOD], records[T_BIO]
-    per_seed = [_one(ood, "rho", kind="rho", statistic="rho_task", scope=f"seed{s}", reset="readout")
-                for s in sorted(ood.provenance["seeds"])]
-    get = lambda rec, stat, scope=None: _one(rec, "rho", kind="rho", statistic=stat, reset="readout",  # noqa: E731
-                                             loss="L_final", **({"scope": scope} if scope else {}))
-    ood_task, ood_bio, ood_pool, longform = (get(ood, "rho_task", "pooled"), get(ood, "rho_bio", "pooled"),
-                                             get(ood, "rho_pooled", "pooled"), get(ood, "rho_task", "longform"))
-    b_bio, b_task, b_pool = get(bio, "rho_bio"), get(bio, "rho_task"), get(bio, "rho_pooled")
-    ours = (f"OOD study: ρ_task {ood_task:+.2f} pooled (seeds " + " / ".join(f"{r:+.2f}" for r in per_seed) +
-            f"), ρ_bio {ood_bio:+.2f}, ρ_pooled {ood_pool:+.2f}, longform {longform:+.2f}; Biography (one seed): "
-            f"ρ_bio {b_bio:+.2f}, ρ_task {b_task:+.2f}, ρ_pooled {b_pool:+.2f}")
-    c = vs_values("ρ_task per seed", per_seed, 0.0)
-    note = (f"in-domain ρ_bio {b_bio:+.2f} on Biography (one seed) has the paper's sign but {ood_bio:+.2f} in the "
-            f"OOD study; ρ_task {b_task:+.2f} on Biography and {longform:+.2f} on the one task the base model knew")
-    if c.state == "apart" and c.diff > 0:
-        verdict = "holds" if min(per_seed) >= 0.73 else "partly"
-        return Judgement(verdict, f"ρ_task > 0 at every seed, lowest {min(per_seed):+.2f} vs the paper's 0.73; " + note,
-                         ours)
-    if c.state == "apart":
-        return Judgement("refuted", "ρ_task < 0 at every seed; " + note, ours)
-    return Judgement("not reproduced", f"ρ_task changes sign across seeds ({min(per_seed):+.2f} … "
-                                       f"{max(per_seed):+.2f}; none reaches 0.73); " + note, ours)
-
-
-def _transmission_drop(records: Mapping[str, Record]) -> Judgement:
-    ood = records[T_OOD]
-    cmps = [vs_point(f"ΔR {r['probe']} at step {r['cpt_step']}", summary(r, "delta_r"), 0.0, digits=2)
-            for r in ood.select(kind="drop") if r["probe"] != "bio"]
-    indomain = summary(ood.select(kind="drop", probe="bio")[0], "delta_r")
-    return overall(cmps, "CPT lowers R on the out-of-domain task probes (ΔR > 0)",
-                   f"in domain (bio) R does fall: ΔR {indomain.show(2)}")
-
-
-def _reset_gain(records: Mapping[str, Record]) -> Judgement:
-    ood, bio = records[T_OOD], records[T_BIO]
-    last = max(r["cpt_step"] for r in ood.select(kind="gain"))
-    cmps = [vs_point(f"OOD gain {reset} at step {last}", Summary(float(r["gain"]), float(r["gain_std"]),
-                                                                  int(r["n_points"]), r.get("ddof")), 0.0, digits=2)
-            for reset in ("readout", "last4") for r in ood.select(kind="gain", cpt_step=last, reset=reset)]
-    b_last = max(r["cpt_step"] for r in bio.select(kind="sft"))
-    cmps.append(vs_runs(f"Biography gain (readout) at step {b_last}",
-                        gap(bio.values("l_final", kind="sft", cpt_step=b_last, reset="none"),
-                            bio.values("l_final", kind="sft", cpt_step=b_last, reset="readout"))))
-    lf = {s: _one(ood, "l_final_over_seeds", kind="sft", task="longform", start=s)
-          for s in ("none", "readout", "last4")}
-    early = [r["gain"] for r in ood.select(kind="gain") if r["cpt_step"] < last]
-    return overall(cmps, "a reset to the base weights lowers the post-SFT probe loss after CPT",
-                   f"longform {lf['none']:.2f} → {lf['readout']:.2f} (readout) / {lf['last4']:.2f} (last4); earlier "
-                   f"checkpoints {min(early):+.2f} … {max(early):+.2f}; the reset mostly restores forgotten knowledge")
-
+# ------------------------------------------------------------------------------------ cold start (§8; §7 is in
+# token_force_transmission.py)
 
 def _cold_start(records: Mapping[str, Record]) -> Judgement:
     """Sign agreement of B and C near chance (≤ 0.6) at the random initialisation and ≥ 0.9 within 200 warm-up

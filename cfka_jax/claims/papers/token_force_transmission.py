@@ -1,0 +1,180 @@
+"""The verdict rules of the token-force paper's transmission and reset claims (§7), on the produced record of the
+out-of-domain study (``cfka geometry transmission --world ood --seeds 0,1,2 --record transmission_ood``); the reset
+gain also reads the transcribed one-seed Biography record (its study is sized for an accelerator).
+
+The OOD record holds one row per (seed, task D, CPT checkpoint c, reset): R and R / readout size on D's own probe
+and on ``bio`` at c before any SFT, D's probe accuracy at the base model (``base_acc``) and its position-only chance,
+and the SFT outcome from c under the reset. The rules derive (spec §7.5):
+
+* **the premise**: task D counts at a seed only where the base model knows it before CPT,
+  ``base_acc ≥ chance + 0.5 · (1 − chance)`` (``geometry.plasticity.knows_task``); a task that fails it is left
+  out and named in the verdict's reason;
+* **the drop** ``ΔR(D, c) = (R_D(base) − R_D(c)) / R_D(base)`` on the size-normalised R (``r_norm``; the raw R's
+  numbers are shown beside it), **the gain** ``L_final(c, none) − L_final(c, reset)``;
+* **ρ_task**: Spearman of drop vs gain over a seed's points (D, c ≠ base), one value per seed; a seed is one run.
+
+The spread rule (``token_force_rules``: values of ≥ 2 runs all on one side of 0) decides, and a verdict stronger
+than ``partly`` / ``not reproduced`` needs at least :data:`MIN_SEEDS` seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from cfka_jax.claims.results import Record
+from cfka_jax.claims.verdicts import Judgement, gap, not_tested
+from cfka_jax.claims.papers import token_force_rules as r
+
+MIN_SEEDS = 3
+"""Seeds a verdict beyond ``partly`` (or ``not reproduced``) needs."""
+PAPER_RHO = 0.73
+"""The paper's out-of-domain Spearman ρ (§7.5)."""
+
+
+def premise(ood: Record) -> dict[tuple[int, str], tuple[float, float, bool]]:
+    """``{(seed, task): (base accuracy, chance, knows)}`` from the base rows (``cpt_step`` 0)."""
+    from cfka_jax.geometry.plasticity import knows_task
+
+    out = {}
+    for row in ood.select(cpt_step=0, reset="none"):
+        acc, chance = float(row["base_acc"]), float(row["chance"])
+        out[(int(row["seed"]), row["task"])] = (acc, chance, knows_task(acc, chance))
+    return out
+
+
+def _cell(ood: Record, seed: int, task: str, step: int, reset: str) -> Mapping:
+    rows = ood.select(seed=seed, task=task, cpt_step=step, reset=reset)
+    if len(rows) != 1:
+        raise ValueError(f"record {ood.name}: {len(rows)} rows for seed {seed}, task {task}, step {step}, reset "
+                         f"{reset}; expected one")
+    return rows[0]
+
+
+def steps(ood: Record) -> list[int]:
+    """The CPT checkpoints c ≠ base of the record."""
+    return sorted({int(row["cpt_step"]) for row in ood.rows} - {0})
+
+
+def drop(ood: Record, seed: int, task: str, step: int, key: str = "r_norm") -> float:
+    """``(R(base) − R(c)) / R(base)`` of ``key`` (``r_norm``, ``r``, ``r_bio_norm``, ``r_bio``)."""
+    base = float(_cell(ood, seed, task, 0, "none")[key])
+    return (base - float(_cell(ood, seed, task, step, "none")[key])) / base
+
+
+def gain(ood: Record, seed: int, task: str, step: int, reset: str, loss: str = "l_final") -> float:
+    return float(_cell(ood, seed, task, step, "none")[loss]) - float(_cell(ood, seed, task, step, reset)[loss])
+
+
+def known(ood: Record) -> dict[int, list[str]]:
+    """The tasks that pass the premise, per seed (every seed of the record, possibly with none)."""
+    p = premise(ood)
+    return {s: [t for (s2, t), v in sorted(p.items()) if s2 == s and v[2]] for s in sorted({s for s, _ in p})}
+
+
+def rho_task(ood: Record, seed: int, tasks: Sequence[str], *, key: str = "r_norm", reset: str = "readout") -> float:
+    """Spearman of drop vs gain over the seed's points (D in ``tasks``, c ≠ base); NaN with < 3 points."""
+    from cfka_jax.theory.stats import spearman64
+
+    pts = [(drop(ood, seed, d, c, key), gain(ood, seed, d, c, reset)) for d in tasks for c in steps(ood)]
+    if len(pts) < 3:
+        return float("nan")
+    return spearman64([x for x, _ in pts], [y for _, y in pts])
+
+
+def left_out(ood: Record) -> str:
+    """The tasks the premise leaves out, with their accuracy and chance (empty when none)."""
+    p = premise(ood)
+    bad = {}
+    for (s, t), (acc, chance, ok) in sorted(p.items()):
+        if not ok:
+            bad.setdefault(t, []).append(f"{acc:.2f}/{chance:.2f}@{s}")
+    return "; ".join(f"{t} left out (base accuracy / chance at seed: {', '.join(v)})" for t, v in bad.items())
+
+
+def _capped(j: Judgement, n_seeds: int) -> Judgement:
+    """``holds`` → ``partly`` and ``refuted`` → ``not reproduced`` below :data:`MIN_SEEDS` seeds."""
+    if n_seeds >= MIN_SEEDS or j.verdict not in ("holds", "refuted"):
+        return j
+    weaker = "partly" if j.verdict == "holds" else "not reproduced"
+    return Judgement(weaker, f"{n_seeds} of the {MIN_SEEDS} seeds a verdict needs; " + j.reason, j.ours)
+
+
+def _fmt(vals: Sequence[float]) -> str:
+    return " / ".join(f"{v:+.2f}" for v in vals)
+
+
+def transmission(records: Mapping[str, Record]) -> Judgement:
+    """ρ_task (drop of R / readout size vs the Reset-readout gain) > 0 at every seed, ≥ the paper's 0.73 to hold."""
+    ood = records[r.T_OOD]
+    tasks = {s: t for s, t in known(ood).items() if t}
+    if not tasks:
+        return not_tested("no out-of-domain task passes the premise (base accuracy well above chance) at any seed: "
+                          + left_out(ood))
+    norm = [rho_task(ood, s, t) for s, t in tasks.items()]
+    raw = [rho_task(ood, s, t, key="r") for s, t in tasks.items()]
+    bio_rho = [rho_task(ood, s, t, key="r_bio_norm") for s, t in tasks.items()]
+    used = ", ".join(sorted({t for ts in tasks.values() for t in ts}))
+    ours = (f"ρ_task at seeds {', '.join(map(str, tasks))} (tasks {used}; Reset readout, L_final): R/size "
+            f"{_fmt(norm)}, raw R {_fmt(raw)}; ρ_bio (in-domain drop, R/size) {_fmt(bio_rho)}")
+    note = "; ".join(x for x in (left_out(ood), f"raw R: ρ_task {_fmt(raw)}") if x)
+    c = r.vs_values("ρ_task per seed", norm, 0.0)
+    if c.state == "apart" and c.diff > 0:
+        j = Judgement("holds" if min(norm) >= PAPER_RHO else "partly",
+                      f"ρ_task > 0 at every seed, lowest {min(norm):+.2f} vs the paper's {PAPER_RHO}; " + note, ours)
+    elif c.state == "apart":
+        j = Judgement("refuted", f"ρ_task < 0 at every seed ({_fmt(norm)}); " + note, ours)
+    elif c.state == "one run" and c.diff > 0:
+        j = Judgement("partly", f"ρ_task {_fmt(norm)} at one seed: the paper's sign, spread unknown; " + note, ours)
+    elif c.state == "one run":
+        j = Judgement("not reproduced", f"ρ_task {_fmt(norm)} at one seed: not the paper's sign; " + note, ours)
+    else:
+        j = Judgement("not reproduced", f"ρ_task changes sign across seeds ({_fmt(norm)}); " + note, ours)
+    return _capped(j, len(norm))
+
+
+def transmission_drop(records: Mapping[str, Record]) -> Judgement:
+    """ΔR of R / readout size > 0 at the last checkpoint on every known task's probe, at every seed."""
+    ood = records[r.T_OOD]
+    tasks = known(ood)
+    names = sorted({t for ts in tasks.values() for t in ts})
+    if not names:
+        return not_tested("no out-of-domain task passes the premise at any seed: " + left_out(ood))
+    last = steps(ood)[-1]
+    cmps, raw = [], []
+    for t in names:
+        seeds = [s for s, ts in tasks.items() if t in ts]
+        cmps.append(r.vs_values(f"ΔR/size {t} at step {last}", [drop(ood, s, t, last) for s in seeds], 0.0))
+        raw.append(f"{t} {_fmt([drop(ood, s, t, last, 'r') for s in seeds])}")
+    indomain = _fmt([drop(ood, s, names[0], last, "r_bio_norm") for s in sorted(tasks)])  # bio: any task's rows
+    j = r.overall(cmps, "CPT lowers R / readout size on the out-of-domain task probes (ΔR > 0)",
+                  f"raw R: ΔR {'; '.join(raw)}; in domain (bio) ΔR/size {indomain}"
+                  + (f"; {left_out(ood)}" if left_out(ood) else ""))
+    return _capped(j, len(tasks))
+
+
+def reset_gain(records: Mapping[str, Record]) -> Judgement:
+    """The gain of Reset readout (and Reset last 4 = ``last4`` where run) > 0 at the last checkpoint on every known
+    task at every seed, and on the Biography record's last checkpoint."""
+    ood, bio = records[r.T_OOD], records[r.T_BIO]
+    tasks = known(ood)
+    names = sorted({t for ts in tasks.values() for t in ts})
+    if not names:
+        return not_tested("no out-of-domain task passes the premise at any seed: " + left_out(ood))
+    last = steps(ood)[-1]
+    resets = [x for x in ("readout", "last4") if ood.select(reset=x)]
+    cmps = []
+    for reset in resets:
+        for t in names:
+            seeds = [s for s, ts in tasks.items() if t in ts]
+            cmps.append(r.vs_values(f"OOD gain {reset} {t} at step {last}",
+                                    [gain(ood, s, t, last, reset) for s in seeds], 0.0))
+    b_last = max(row["cpt_step"] for row in bio.select(kind="sft"))
+    cmps.append(r.vs_runs(f"Biography gain (readout) at step {b_last}",
+                          gap(bio.values("l_final", kind="sft", cpt_step=b_last, reset="none"),
+                              bio.values("l_final", kind="sft", cpt_step=b_last, reset="readout"))))
+    l0 = {x: _fmt([float(_cell(ood, s, t, last, x)["l0"]) for t in names for s in sorted(tasks) if t in tasks[s]])
+          for x in ("none", *resets)}
+    note = ("L0 before SFT at the last checkpoint: " + ", ".join(f"{k} {v}" for k, v in l0.items())
+            + (f"; {left_out(ood)}" if left_out(ood) else ""))
+    return _capped(r.overall(cmps, "a reset to the base weights lowers the post-SFT probe loss after CPT", note),
+                   len(tasks))
