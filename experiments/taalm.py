@@ -2,6 +2,7 @@
 spec taalm.md §4–§9): meta-train the Train-Attention model φ, then run every method on the same θ0.
 
     cfka taalm --preset smoke|small|paper --out DIR [--methods "Finetune,Oracle,TAALM"] [--no-twiki]
+    cfka taalm --preset small --lr 1e-2 --method-lr "K-Adapter=3e-2" --method-epochs "K-Adapter=60" --out DIR
     cfka taalm --biography PT_DIR --preset smoke|small --out DIR     # φ for a Biography CPT run (taalm_biography)
     cfka taalm --lama-ckl DIR | --temporalwiki DIR --model HF_DIR ...  # the real files (taalm_real)
     python -m cfka_jax.experiments.taalm_command --preset small --out runs/taalm-small
@@ -18,6 +19,7 @@ method) and ``phi_heatmap.png`` (φ's weights on a few TO-LEARN evidence paragra
 from __future__ import annotations
 
 import dataclasses
+import math
 import pathlib
 
 from cfka_jax.continual.ckl import CKLConfig
@@ -63,6 +65,11 @@ class TaalmConfig:
     progress: bool = True
     seed: int = 0
     lora_seed: int = 0
+    method_lr: tuple[tuple[str, float], ...] = ()
+    """(method, lr) pairs: that method's LAMA-CKL and TemporalWiki lr instead of ``ckl.lr`` / ``twiki.lr``."""
+    method_epochs: tuple[tuple[str, int], ...] = ()
+    """(method, epochs) pairs: that method's LAMA-CKL epochs instead of ``ckl.epochs`` (a budget of its own, e.g.
+    for K-Adapter, whose adapter starts from a random init)."""
 
     def __post_init__(self):
         for flag, names in (("--methods", self.methods), ("--twiki-methods", self.twiki_methods)):
@@ -72,6 +79,39 @@ class TaalmConfig:
             raise ValueError(f"review must be 'not_to_forget' (reference) or 'disjoint', got {self.review!r}")
         if self.heatmap_docs < 0 or self.unchanged_per_period < 1:
             raise ValueError("heatmap_docs must be >= 0 and unchanged_per_period >= 1")
+        _check_overrides("--method-lr", self.method_lr, set(self.methods) | set(self.twiki_methods), float)
+        _check_overrides("--method-epochs", self.method_epochs, set(self.methods), int)
+
+    def ckl_for(self, name: str) -> CKLConfig:
+        """The LAMA-CKL settings of method ``name``: ``ckl`` with its ``method_lr`` / ``method_epochs``."""
+        over = {k: v for k, v in (("lr", dict(self.method_lr).get(name)),
+                                   ("epochs", dict(self.method_epochs).get(name))) if v is not None}
+        return dataclasses.replace(self.ckl, **over)
+
+    def twiki_for(self, name: str) -> CKLConfig:
+        """The TemporalWiki settings of method ``name``: ``twiki`` with its ``method_lr``."""
+        lr = dict(self.method_lr).get(name)
+        return self.twiki if lr is None else dataclasses.replace(self.twiki, lr=lr)
+
+
+def _check_overrides(flag: str, pairs, names: set[str], kind: type) -> None:
+    """Per-method overrides: each a (method of this run, value) pair, a method at most once, an lr finite and
+    > 0, epochs an integer >= 0."""
+    seen = set()
+    for pair in pairs:
+        if len(pair) != 2:
+            raise ValueError(f"{flag}: expected METHOD=VALUE items, got {pair!r}")
+        name, value = pair
+        if name not in names:
+            raise ValueError(f"{flag}: {name!r} is not a method of this run (choose from {', '.join(sorted(names))})")
+        if name in seen:
+            raise ValueError(f"{flag}: {name!r} given twice")
+        seen.add(name)
+        if kind is int and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ValueError(f"{flag}: {name} epochs must be an integer >= 0, got {value!r}")
+        if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not math.isfinite(value) or value <= 0):
+            raise ValueError(f"{flag}: {name} lr must be a finite number > 0, got {value!r}")
 
 
 def _smoke(out: str) -> TaalmConfig:
@@ -163,19 +203,41 @@ def with_seed(cfg: TaalmConfig, seed: int) -> TaalmConfig:
     return dataclasses.replace(cfg, seed=seed)
 
 
-def run(cfg: TaalmConfig, *, twiki: bool = True, on_stage=None) -> dict:
-    """Every stage (module docstring); returns ``{"lama": {method: result}, "twiki": {method: [periods]}}``.
-    ``on_stage(name)`` is called when the LAMA-CKL (``"lama"``) and TemporalWiki (``"twiki"``) tables are done
-    (``cfka taalm --record`` writes its records there)."""
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What every method of one run shares: the world, its tokenizer, θ0, the selected sets, φ."""
+
+    world: object
+    tok: object
+    model: object
+    pt_record: dict
+    sets: object
+    setup: stages.PhiHandle
+
+
+def prepare(cfg: TaalmConfig, *, write_config: bool = True) -> Prepared:
+    """The shared stages (world → tokenizer → θ0 → set selection → φ), each resumed from ``cfg.out``.
+    ``write_config=False``: a folder's ``config.json`` is checked against ``cfg`` but not rewritten (a study that
+    only reads the folder's θ0 and φ, ``taalm_lr``)."""
     out = pathlib.Path(cfg.out)
-    stages.check_config(out, cfg)
+    stages.check_config(out, cfg, write=write_config)
     world = build_synthetic_world(cfg.data)
     tok = stages.tokenizer(out, world)
     model = build_lm(cfg.model, len(tok), seed=cfg.pt.seed)
     pt_record = pretrain_texts(model, tok, world.pt_texts, cfg.pt, out / "pt", progress=cfg.progress)
     sets = stages.select_sets(out, world, lambda: candidate_scores(model, tok, world.all_records()),
                               cfg.strict_selection)
-    phi, setup = stages.phi_stage(out, cfg, model, tok, sets)
+    _, setup = stages.phi_stage(out, cfg, model, tok, sets)
+    return Prepared(world, tok, model, pt_record, sets, setup)
+
+
+def run(cfg: TaalmConfig, *, twiki: bool = True, on_stage=None) -> dict:
+    """Every stage (module docstring); returns ``{"lama": {method: result}, "twiki": {method: [periods]}}``.
+    ``on_stage(name)`` is called when the LAMA-CKL (``"lama"``) and TemporalWiki (``"twiki"``) tables are done
+    (``cfka taalm --record`` writes its records there)."""
+    out = pathlib.Path(cfg.out)
+    p = prepare(cfg)
+    world, tok, model, pt_record, sets, setup = p.world, p.tok, p.model, p.pt_record, p.sets, p.setup
     lama = stages.lama_stage(out, cfg, model, tok, sets, setup, world)
     if on_stage is not None:
         on_stage("lama")

@@ -1,6 +1,7 @@
 """``cfka taalm``'s command line: three studies behind one command, chosen by the option that names their data.
 
     cfka taalm --preset smoke|small|paper --out DIR [--methods "Finetune,Oracle,TAALM"] [--no-twiki]   (taalm.py)
+        [--lr LR] [--method-lr "K-Adapter=3e-2"] [--epochs N] [--method-epochs "K-Adapter=60"]
     cfka taalm --biography PT_DIR --preset smoke|small --out DIR                     (taalm_biography.py)
     cfka taalm --lama-ckl DIR | --temporalwiki DIR --model HF_DIR --out DIR ...      (taalm_real.py)
 
@@ -16,7 +17,7 @@ import dataclasses
 import functools
 import pathlib
 
-from cfka_jax.cli_gen import Flags
+from cfka_jax.cli_gen import Flags, number
 from cfka_jax.experiments import taalm
 
 
@@ -37,6 +38,15 @@ class Config:
     """TemporalWiki"""
     progress: bool = True
     """progress bars"""
+    lr: float | None = None
+    """LAMA-CKL and TemporalWiki learning rate of every method (default: the preset's; recorded in config.json and
+    each result file)"""
+    method_lr: tuple[str, ...] = ()
+    """comma-separated METHOD=LR: a method's own learning rate (LAMA-CKL and TemporalWiki), over --lr"""
+    epochs: int | None = None
+    """LAMA-CKL epochs of every method (default: the preset's)"""
+    method_epochs: tuple[str, ...] = ()
+    """comma-separated METHOD=EPOCHS: a method's own LAMA-CKL budget (e.g. "K-Adapter=60"), over --epochs"""
     seed: int = 0
     """study seed N: every seed of the study (θ0 pre-training and LoRA, epoch order and dropout, φ's init and
     meta-training, pair split and order) moves by 1000·N from the preset's (taalm.with_seed); 0: the preset's
@@ -67,11 +77,21 @@ class Config:
             over["methods"] = self.methods
         if self.twiki_methods:
             over["twiki_methods"] = self.twiki_methods
+        if self.lr is not None:
+            over["ckl"] = dataclasses.replace(cfg.ckl, lr=self.lr)
+            over["twiki"] = dataclasses.replace(cfg.twiki, lr=self.lr)
+        if self.epochs is not None:
+            over["ckl"] = dataclasses.replace(over.get("ckl", cfg.ckl), epochs=self.epochs)
+        over["method_lr"] = method_values("--method-lr", self.method_lr, float)
+        over["method_epochs"] = method_values("--method-epochs", self.method_epochs, int)
         return taalm.with_seed(dataclasses.replace(cfg, **over), self.seed)
 
     def __post_init__(self):
         if self.seed < 0:
             raise ValueError(f"--seed must be >= 0, got {self.seed}")
+        if self.lr is not None and not self.lr > 0:
+            raise ValueError(f"--lr must be > 0, got {self.lr}")
+        self.taalm()  # every setting checked before anything is written (taalm.TaalmConfig.__post_init__)
         if self.record is None:
             return
         if not self.record or "/" in self.record or ".." in self.record:
@@ -101,6 +121,21 @@ class Config:
                                                preset=self.preset)
         if path is not None:
             print(f"[taalm] record {path}", flush=True)
+
+
+def method_values(flag: str, items: tuple[str, ...], kind: type) -> tuple[tuple[str, object], ...]:
+    """``("K-Adapter=3e-2", ...)`` → ``(("K-Adapter", 0.03), ...)``; a bad item: ``ValueError`` naming ``flag``."""
+    out = []
+    for item in items:
+        name, eq, text = item.rpartition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise ValueError(f"{flag}: expected METHOD=VALUE items, got {item!r}")
+        try:
+            out.append((name, number(kind, text.strip())))
+        except ValueError as err:
+            raise ValueError(f"{flag}: {name}: {err}") from None
+    return tuple(out)
 
 
 def _presets() -> list[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from cfka_jax.experiments.taalm import preset as preset_config
 from cfka_jax.experiments.taalm_stages import slug
 
 from cfka_jax import jsonio
@@ -123,20 +124,23 @@ def seed_folders(template: str, seeds, preset: str) -> list[SeedFolder]:
     return out
 
 
-def lama_rows(seed: int, results: dict) -> list[dict]:
-    """The LAMA-CKL rows of one seed: one per method, then θ0's."""
+def lama_rows(seed: int, results: dict, config: dict | None = None) -> list[dict]:
+    """The LAMA-CKL rows of one seed: one per method (with the lr it ran at: the result file's, else the folder
+    config's ``ckl.lr``), then θ0's."""
     rows = []
     for name, res in results.items():
         s = res["summary"]
+        lr = res.get("lr", ((config or {}).get("ckl") or {}).get("lr"))
         rows.append({"method": name, "seed": seed, "top_acc": round(float(s["top_acc"]), 4), "epoch": int(s["epoch"]),
-                     "nf_acc": round(float(s["nf_acc"]), 4), "total": round(float(s["total_knowledge"]), 4)})
+                     "nf_acc": round(float(s["nf_acc"]), 4), "total": round(float(s["total_knowledge"]), 4),
+                     **({"lr": float(lr)} if lr is not None else {})})
     first = next(iter(results.values()))["history"][0]
     rows.append({"method": THETA0, "seed": seed, "top_acc": round(float(first["to_learn/acc"]), 4), "epoch": 0,
                  "nf_acc": round(float(first["not_to_forget/acc"]), 4), "total": None})
     return rows
 
 
-def twiki_rows(seed: int, results: dict) -> list[dict]:
+def twiki_rows(seed: int, results: dict, config: dict | None = None) -> list[dict]:
     """The TemporalWiki rows of one seed: per method, probes (changed first) and period."""
     rows = []
     for name, periods in results.items():
@@ -163,7 +167,7 @@ def write_stage_record(stage: str, *, name: str, results: str, template: str, se
         res = folder.results(stage, folder.config.get(field) or ())
         if res is None:
             continue
-        rows += build(folder.seed, res)
+        rows += build(folder.seed, res, folder.config)
         done.append(folder.seed)
         extra[folder.seed] = folder.extra()
         configs[f"s{folder.seed}"] = folder.config
@@ -173,6 +177,12 @@ def write_stage_record(stage: str, *, name: str, results: str, template: str, se
     tail = f"--record {name} --record-seeds {','.join(map(str, seeds))} --no-progress"
     commands = commands or "; ".join(f"cfka taalm --preset {preset} --seed {s} --out "
                                      f"{template.format(preset=preset, seed=s)} {tail}" for s in done)
+    lrs = {(c.get(part) or {}).get("lr") for c in configs.values() for part in ("ckl", "twiki")} | {
+        v for c in configs.values() for _, v in (c.get("method_lr") or ())}
+    base = preset_config(preset)
+    if lrs != {base.ckl.lr, base.twiki.lr} or any(c.get("method_epochs") for c in configs.values()):  # by flags
+        regime = {**regime, "lr_selection": "lr and epochs set on the command line (--lr, --method-lr, --epochs, "
+                                            "--method-epochs): each row's 'lr', the configs in provenance"}
     regime = {**regime, "seeds": done,
               "selection": {f"s{s}": e.get("selection") for s, e in extra.items()},
               "phi_best_step": {f"s{s}": e.get("phi_best_step") for s, e in extra.items()}}

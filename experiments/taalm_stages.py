@@ -37,8 +37,9 @@ def slug(name: str) -> str:
     return name.lower().replace(" + ", "+").replace("(", "").replace(")", "").replace(" ", "-")
 
 
-def check_config(out: pathlib.Path, cfg) -> None:
-    """Write ``config.json``; refuse a folder made with different settings (method lists may change)."""
+def check_config(out: pathlib.Path, cfg, *, write: bool = True) -> None:
+    """Write ``config.json`` (``write=False``: only where it is absent); refuse a folder made with different
+    settings (method lists may change)."""
     new = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _RESUMABLE}
     path = out / "config.json"
     if path.exists():
@@ -48,6 +49,8 @@ def check_config(out: pathlib.Path, cfg) -> None:
         if diff:
             raise ValueError(f"--out {out} was made with other settings ({path}: {', '.join(diff)} differ); use "
                              f"another --out")
+        if not write:
+            return
     jsonio.write_json_atomic(path, dataclasses.asdict(cfg), indent=1, default=float)
 
 
@@ -123,27 +126,43 @@ def review_records(world, sets: CKLSets, source: str, n: int):
     return tuple(r for r in world.nf_candidates if r.uuid not in used)[:n]
 
 
-def lama_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, handle: PhiHandle, world) -> dict:
-    stream = _stream(tok, sets.to_learn, handle)
+def lama_streams(cfg, tok, sets: CKLSets, handle: PhiHandle, world) -> tuple[Stream, Stream]:
+    """LAMA-CKL's training stream (the TO-LEARN evidence) and Mix-review's review stream."""
     review = _stream(tok, review_records(world, sets, cfg.review, len(sets.not_to_forget)), handle)
-    probes = {name: encode(tok, [r.task_descriptive for r in rows], [r.object for r in rows])
-              for name, rows in (("to_learn", sets.to_learn), ("not_to_forget", sets.not_to_forget))}
+    return _stream(tok, sets.to_learn, handle), review
+
+
+def descriptive_probes(tok, **named_rows) -> dict:
+    """``{name: the descriptive probes of rows}`` (spec §5.4: every set is scored on ``task_descriptive``)."""
+    return {name: encode(tok, [r.task_descriptive for r in rows], [r.object for r in rows])
+            for name, rows in named_rows.items()}
+
+
+def lama_method(cfg, name: str, ckl, model, stream: Stream, probes: dict, review: Stream) -> dict:
+    """One method's LAMA-CKL run at the settings ``ckl`` (its lr and epochs recorded in the result)."""
+    method = resolve(name, "ckl", method_options(rho_k=ckl.rho_k))
+    t0 = time.perf_counter()
+    theta = build_theta(model, method, cfg.theta_lora, ckl.kadapter, lora_seed=cfg.lora_seed)
+    res = run_lama_ckl(theta, method, stream, probes, ckl, review=review)
+    res.update(lr=ckl.lr, epochs=ckl.epochs, wall_s=time.perf_counter() - t0)
+    return res
+
+
+def lama_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, handle: PhiHandle, world) -> dict:
+    stream, review = lama_streams(cfg, tok, sets, handle, world)
+    probes = descriptive_probes(tok, to_learn=sets.to_learn, not_to_forget=sets.not_to_forget)
     results = {}
     for name in cfg.methods:
         path = out / "lama" / f"{slug(name)}.json"
         if path.exists():
             results[name] = _read(path)
             continue
-        method = resolve(name, "ckl", method_options(rho_k=cfg.ckl.rho_k))
-        t0 = time.perf_counter()
-        theta = build_theta(model, method, cfg.theta_lora, cfg.ckl.kadapter, lora_seed=cfg.lora_seed)
-        res = run_lama_ckl(theta, method, stream, probes, cfg.ckl, review=review)
-        res["wall_s"] = time.perf_counter() - t0
+        res = lama_method(cfg, name, cfg.ckl_for(name), model, stream, probes, review)
         jsonio.write_json_atomic(path, res, indent=1, default=float)
         results[name] = res
         s = res["summary"]
-        print(f"[taalm] LAMA-CKL {name}: Top Acc {s['top_acc']:.4f} (epoch {s['epoch']}), NF Acc "
-              f"{s['nf_acc']:.4f}, {res['wall_s']:.0f}s", flush=True)
+        print(f"[taalm] LAMA-CKL {name} (lr {res['lr']:g}, {res['epochs']} epochs): Top Acc {s['top_acc']:.4f} "
+              f"(epoch {s['epoch']}), NF Acc {s['nf_acc']:.4f}, {res['wall_s']:.0f}s", flush=True)
     return results
 
 
@@ -166,9 +185,10 @@ def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, se
             if not isinstance(results[name], list) or not results[name]:
                 raise ValueError(f"{path}: expected a non-empty JSON list of periods (a damaged result file)")
             continue
-        method = resolve(name, "ckl", method_options(rho_k=cfg.twiki.rho_k))
-        theta = build_theta(model, method, cfg.theta_lora, cfg.twiki.kadapter, lora_seed=cfg.lora_seed)
-        results[name] = run_temporalwiki(theta, method, periods, cfg.twiki, review=review)
+        twiki = cfg.twiki_for(name)
+        method = resolve(name, "ckl", method_options(rho_k=twiki.rho_k))
+        theta = build_theta(model, method, cfg.theta_lora, twiki.kadapter, lora_seed=cfg.lora_seed)
+        results[name] = run_temporalwiki(theta, method, periods, twiki, review=review)
         jsonio.write_json_atomic(path, results[name], indent=1, default=float)
         last = results[name][-1]["after"]
         print(f"[taalm] TemporalWiki {name}: last period changed/unchanged NLL {last['changed/nll']:.3f} / "

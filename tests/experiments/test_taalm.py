@@ -181,7 +181,8 @@ def test_the_record_merges_the_finished_seed_folders(tmp_path):
     assert lama.provenance["pt_replicates"] == ["θ0-s0", "θ0-s1"] and lama.provenance["wall_s"] == 201.0
     assert lama.values("top_acc", method="TAALM") == [0.2, 0.21]
     assert lama.select(method="Finetune", seed=1)[0] == {"method": "Finetune", "seed": 1, "top_acc": 0.11,
-                                                         "epoch": 1, "nf_acc": 0.9, "total": 1.0}
+                                                         "epoch": 1, "nf_acc": 0.9, "total": 1.0, "lr": 1e-3}
+    assert "chosen before the table" in lama.regime["lr_selection"]  # the preset's lr: no flag changed it
     assert lama.select(method=taalm_record.THETA0, seed=1)[0]["nf_acc"] == 0.99
     assert len(lama.rows) == 2 * 3 and set(lama.provenance) >= {"commit", "command", "config", "machine", "date"}
     assert "--seed 1 --out" in lama.provenance["command"] and lama.regime["seeds"] == [0, 1]
