@@ -262,7 +262,7 @@ def test_registry_shape_on_the_real_records():
             rec.provenance["command"], name
     ood = records[r.T_OOD]  # produced seed by seed; the record says which of the planned seeds it holds
     assert ood.origin == "produced" and ood.provenance["seeds_planned"] == [0, 1, 2]
-    assert ood.provenance["seeds"] == [0, 1] and "--record transmission_ood" in ood.provenance["command"]
+    assert ood.provenance["seeds"] == [0, 1, 2] and "--record transmission_ood" in ood.provenance["command"]
     assert all(records[n].origin == "transcribed" for n in mine - produced - {r.T_OOD})
     seeds = {row.claim.id: row.seeds for row in rows}
     for cid in ("token-force.identification-ch1", "token-force.identification-ch1-ch2", "token-force.energy-mask-cost",
@@ -270,7 +270,7 @@ def test_registry_shape_on_the_real_records():
         assert seeds[cid] == 3, cid
     verdict = {row.claim.id: row.judgement for row in rows}
     trans = verdict["token-force.transmission-reset-gain"]
-    # seeds 0 and 1 of the planned three (docs/results/compute_plan.md): ρ_task < 0 at both, capped below refuted
-    assert trans.verdict == "not reproduced" and "2 of the 3 seeds" in trans.reason
-    assert "tasks longform;" in trans.ours and seeds["token-force.transmission-reset-gain"] == 2
+    # ρ_task < 0 at all three seeds on the one task the base model knows (longform)
+    assert trans.verdict == "refuted" and "ρ_task < 0 at every seed" in trans.reason
+    assert "tasks longform;" in trans.ours and seeds["token-force.transmission-reset-gain"] == 3
     assert "ident_a left out" in trans.reason and "ident_b left out" in trans.reason

@@ -258,8 +258,8 @@ CLAIMS: tuple[PaperClaim, ...] = (
                     "(probe accuracy ≥ halfway from its position-only chance to 1: longform only; the two "
                     "identification tasks stay near chance) and the drop of R divided by the readout's size; R / size "
                     "rises on the known task's probe under CPT instead of dropping, so ρ_task takes the opposite "
-                    "sign. Two of the three planned seeds (docs/results/compute_plan.md). The in-domain +0.59 "
-                    "(Biography, one seed, raw R) mostly says both the drop and the gain grow with CPT length."),
+                    "sign at all three seeds (n = 10 checkpoints each). The in-domain +0.59 of the Biography study "
+                    "(one seed, raw R, not read here) mostly says both the drop and the gain grow with CPT length."),
     PaperClaim(
         id="token-force.transmission-drop", paper=P, section="Sec. 6, readout transmission (§7.1, §7.5)",
         statement="Continued pre-training on a new domain lowers the readout transmission R_D = mean_t ‖Wᵀg_t‖² / "
@@ -268,9 +268,9 @@ CLAIMS: tuple[PaperClaim, ...] = (
         paper_regime=PAPER_CPT, command=TRANS_OOD, records=(r.T_OOD,), rule=tr.transmission_drop,
         explanation="docs/geometry.md: R on the forgotten tasks' probes rises 2-4× over 1,200 domain steps, and "
                     "on the five Biography task probes too (one seed, 'Readout transmission'); only the in-domain "
-                    "probe falls. The readout's size ‖W − 1μᵀ‖_F² / (V − 1) grows too (by 34 % and 61 % at seeds 0 "
-                    "and 1), but R divided by it still rises, so the rise is not the readout's scale. A 135k-parameter "
-                    "tied model, not the paper's 0.5-1.5B."),
+                    "probe falls. The readout's size ‖W − 1μᵀ‖_F² / (V − 1) grows too (by 34 / 61 / 48 % at seeds "
+                    "0 / 1 / 2), but R divided by it still rises, so the rise is not the readout's scale. A "
+                    "135k-parameter tied model, not the paper's 0.5-1.5B."),
     PaperClaim(
         id="token-force.reset-gain", paper=P, section="Sec. 6, resets (§7.4)",
         statement="Restoring the pre-CPT embedding and readout ('Reset readout'), or those and the top blocks "
