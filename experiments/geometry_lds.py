@@ -140,7 +140,7 @@ def _batch(tokens) -> dict:
 
 
 def _forward(params, net, task, vmask, preset):
-    gh = attribution.PRESETS[preset][1] or "gh_inputln"
+    gh = attribution.PRESETS[preset][1]  # None for ch1: no GH streams are extracted for it
     feat = jax.jit(functools.partial(attribution.sequence_features, net=net, gh=gh, vocab_mask=vmask))
     score = jax.jit(functools.partial(attribution.gram_scores, preset=preset))
     return lambda: score(feat(params, _batch(task.test_tokens)), feat(params, _batch(task.train_tokens)))

@@ -254,7 +254,7 @@ def test_registry_shape_on_the_real_records():
         assert all(records[n].provenance["command"] for n in row.claim.records)
     mine = {n for c in claims for n in c.records}
     assert mine == {n for n in records if n.startswith("token-force/")}  # every record is read
-    produced = {r.IDENT, r.IDENT_P, r.ENERGY, r.ENERGY_KEPT, r.COLD, r.COLD_BASE, r.ERO3}
+    produced = {r.IDENT, r.IDENT_P, r.ENERGY, r.ENERGY_KEPT, r.COLD, r.COLD_BASE, r.ERO3, r.LDS}
     for name in produced:  # written by `cfka geometry ... --seeds 0,1,2 --record NAME`, at three seeds
         rec = records[name]
         assert rec.origin == "produced" and rec.provenance["seeds"] == [0, 1, 2], name

@@ -130,6 +130,20 @@ CLAIMS: tuple[PaperClaim, ...] = (
                     "below every method; the downstream accuracy is decided by how the 50 items split between the two "
                     "target classes (0.500 whenever one class gets them all: CH1 + CH2 and LESS at seed 1)."),
     PaperClaim(
+        id="token-force.attribution-lds", paper=P, section="Sec. 4.1 (sequence score, forward only), §9 (baselines)",
+        statement="Attribution needs forward passes only: the sequence score S built from token forces and hidden "
+                  "states (RH = Σ_t g_t ⊗ h_t, plus GH) replaces per-example gradients; the baselines are DataInf, "
+                  "LESS and HyperINF",
+        paper_value="no counterfactual (retraining) number: the paper's evidence is identification (AUC ≈ 1.0, "
+                    "top-K recall 0.99) and top-5 % selection (0.636 vs LESS 0.587)",
+        paper_regime=PAPER_IDENT,
+        command="cfka geometry lds --scale small --seeds 0,1,2 --out runs/geometry/lds-s3 --record lds_small",
+        records=(r.LDS,), rule=r._lds_replaces_gradients,
+        explanation="docs/geometry.md, 'Linear datamodeling score': whether each method's scores, summed over a "
+                    "random half of the pool, rank the loss of a model retrained on that half (64 subsets, one "
+                    "compiled ensemble); the scores are taken at the base model, the retraining is 100 full-batch "
+                    "steps on the synthetic task, so this tests the first-order regime the scores describe."),
+    PaperClaim(
         id="token-force.memory-demo", paper=P, section="Sec. 4, memory-retrieval demo (§4.4, §10)",
         statement="Prepending the top-1 retrieved translation (by RH / GH / Both) as a worked example fixes GSM8K "
                   "items the model answered wrong: RH/Both 59.7 % vs random 50.0 % (Qwen2.5-1.5B-Instruct), Both "

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from cfka_jax.claims.results import Record
-from cfka_jax.claims.verdicts import Gap, Judgement, Paired, gap, paired
+from cfka_jax.claims.verdicts import Gap, Judgement, Paired, gap, paired, spread
 
 COST_V, COST_D = "token-force/attribution_cost_vocab151936", "token-force/attribution_cost_d512"
 IDENT, IDENT_P = "token-force/identification_qwen", "token-force/identification_pythia"
@@ -455,3 +455,48 @@ def _cold_start(records: Mapping[str, Record]) -> Judgement:
         return Judgement("partly", "near chance at initialisation, ≥ 0.9 within 200 steps; one seed: the spread is "
                                    "unknown; " + note, ours)
     return Judgement("holds", "near chance at initialisation, ≥ 0.9 within 200 steps at every seed; " + note, ours)
+
+
+# ------------------------------------------------------------------------- attribution against retraining (LDS)
+
+LDS = "token-force/lds_small"
+"""The linear datamodeling score of every method against retrained subsets (``cfka geometry lds --record``)."""
+LDS_GRADIENT = ("exact", "datainf", "hyperinf", "less")
+"""The gradient methods CH1 is compared with (the exact first-order product, DataInf, HyperINF, LESS)."""
+
+
+def _lds_cost(rec: Record, method: str) -> float:
+    return sum(rec.values("wall_s", method=method)) / rec.count("seed", method=method)
+
+
+def _lds_replaces_gradients(records: Mapping[str, Record]) -> Judgement:
+    """CH1's LDS against each gradient method's, seed by seed (:func:`paired`), CH1 above random beyond the spread
+    (:func:`gap`), and CH1 cheaper than each gradient method at every seed; ``holds`` needs ≥ 3 seeds, no gradient
+    method above CH1 beyond the spread and CH1 cheaper everywhere; CH1 below every gradient method beyond the
+    spread refutes "as well as"."""
+    rec = records[LDS]
+    seeds = rec.count("seed", method="ch1")
+    lds = {m: spread(rec.values("lds", method=m)) for m in ("ch1", "random", *LDS_GRADIENT)}
+    floor = gap(lds["ch1"].values, lds["random"].values)
+    worse = {m: paired(rec.rows, "lds", {"method": m}, {"method": "ch1"}, by=("seed",)) for m in LDS_GRADIENT}
+    cost = {m: paired(rec.rows, "wall_s", {"method": m}, {"method": "ch1"}, by=("seed",)) for m in LDS_GRADIENT}
+    below = [m for m, g in worse.items() if g.a_above]
+    above = [m for m, g in worse.items() if g.b_above]
+    dearer = [m for m, g in cost.items() if not (g.apart and g.diff > 0)]
+    ours = ("LDS " + ", ".join(f"{m} {lds[m].show(3)}" for m in lds) + "; wall s per seed "
+            + ", ".join(f"{m} {_lds_cost(rec, m):.3g}" for m in ("ch1", *LDS_GRADIENT)))
+    ratio = ", ".join(f"{m} {_lds_cost(rec, m) / max(_lds_cost(rec, 'ch1'), 1e-9):.1f}×" for m in LDS_GRADIENT)
+    tail = f"cost relative to CH1: {ratio}"
+    if not floor.a_above:
+        return Judgement("not reproduced", f"CH1's LDS is not above random scores beyond the spread; {tail}", ours)
+    if len(below) == len(LDS_GRADIENT):
+        return Judgement("refuted", "every gradient method predicts retraining better than CH1 (LDS, every seed); "
+                                    + tail, ours)
+    if below or dearer or seeds < 3:
+        parts = ([f"below {', '.join(below)} beyond the spread"] if below else []) + \
+                ([f"not cheaper than {', '.join(dearer)} at every seed"] if dearer else []) + \
+                ([f"{seeds} seed{'s' if seeds != 1 else ''} (3 needed)"] if seeds < 3 else [])
+        return Judgement("partly", "CH1 predicts retraining above random; " + "; ".join(parts) + f"; {tail}", ours)
+    lead = f"above {', '.join(above)} at every seed" if above else "above none of them at every seed"
+    return Judgement("holds", f"CH1's LDS is not below any gradient method beyond the spread ({seeds} seeds; {lead}) "
+                              f"and it is cheaper than each at every seed; {tail}", ours)
