@@ -81,10 +81,10 @@ SCALES = {
                                  pretrain_per_class=8, template_len=3, input_len=3, content_tokens=8, rule="map"),
                       ModelConfig(hidden=16, layers=2, heads=2, kv_heads=1, intermediate=24), pretrain_steps=3,
                       subsets=4, ft_steps=2, less_warmup=0.5, less_epochs=2, less_dim=16),
-    # 10 classes × 20 train / 4 test items of the select study's teachable world; 64 half-pool subsets, 100
-    # full-batch steps each (about 2-4 min per seed on 2 loaded CPU cores)
+    # 10 classes × 20 train / 4 test items of the select study's teachable world; 48 half-pool subsets, 100
+    # full-batch steps each: 8.6 min for 3 seeds on 2 CPU cores at load ~5 (64 subsets: 19 min at load 6-9)
     "small": LdsScale(TaskConfig(num_classes=10, train_per_class=20, test_per_class=4, content_tokens=8, rule="map"),
-                      ModelConfig(), pretrain_steps=600, subsets=64, ft_steps=100, less_warmup=0.25, less_epochs=4,
+                      ModelConfig(), pretrain_steps=600, subsets=48, ft_steps=100, less_warmup=0.25, less_epochs=4,
                       less_dim=1024),
 }
 

@@ -140,7 +140,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
         command="cfka geometry lds --scale small --seeds 0,1,2 --out runs/geometry/lds-s3 --record lds_small",
         records=(r.LDS,), rule=r._lds_replaces_gradients,
         explanation="docs/geometry.md, 'Linear datamodeling score': whether each method's scores, summed over a "
-                    "random half of the pool, rank the loss of a model retrained on that half (64 subsets, one "
+                    "random half of the pool, rank the loss of a model retrained on that half (48 subsets, one "
                     "compiled ensemble); the scores are taken at the base model, the retraining is 100 full-batch "
                     "steps on the synthetic task, so this tests the first-order regime the scores describe."),
     PaperClaim(
