@@ -296,8 +296,10 @@ def write_table_record(cfg: TableConfig, rows: list[dict], summary: list[dict], 
     regime = {"model": f"{cfg.arch} port, preset {cfg.preset} (d = {p.model.hidden}, {p.model.layers} blocks), {tok}",
               "world": f"{cfg.preset} preset ({p.people[0]} PT + {p.people[1]} CPT people)" if p.people else cfg.preset,
               "dose": f"PT {p.pt.steps} steps; CPT {p.cpt.steps} steps of {p.cpt.batch} × "
-                      f"{p.data_config().seq_len} tokens; real replay α = 0.5; EWC λ = "
-                      + ", ".join(f"{x:g}" for x in (cfg.ewc_lambda, *cfg.ewc_sweep)),
+                      f"{p.data_config().seq_len} tokens"
+                      + ("; replay α = 0.5" if any(CELLS[c][2] for c in cfg.cells) else "")
+                      + ("; EWC λ = " + ", ".join(f"{x:g}" for x in (cfg.ewc_lambda, *cfg.ewc_sweep))
+                         if any(penalised(c) for c in cfg.cells) else ""),
               "pt_quality": pts}
     cpt_rows = [r for r in rows if r["kind"] != "pt"]
     prov = provenance(config=dataclasses.asdict(cfg), seeds=sorted({r["seed"] for r in cpt_rows}),
