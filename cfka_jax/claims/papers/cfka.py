@@ -37,7 +37,7 @@ STREAM = ("python -m cfka_jax.experiments.stream_sweep run --root runs/streams -
           "--preset small --seeds 0,1")
 BIO = ("cfka bio-table --preset small --ewc-lambda 1e6 --ewc-sweep 1e4,1e8 --pt-seeds 0,1 --seeds 0,1,2 "
        "--out runs/bio-s3 --record cfka/biography_small")
-BIO_BPE = ("cfka bio-table --preset small --arch pythia --bpe-vocab 1024 --cells naive-full,naive-freeze --pt-seeds 0 "
+BIO_BPE = ("cfka bio-table --preset small --arch pythia --bpe-vocab 1024 --cells naive-full,naive-freeze --pt-seeds 0,1 "
            "--seeds 0,1,2 --out runs/bio-bpe --record cfka/biography_small_bpe")
 UPD = (f"{REGIME} --sources 100 --preset names150 --pt-dir PT150 --out LORA5 --seeds 0 --kinds stoc_j1,random,lamol "
        "--update lora [--alpha 0.9]")
@@ -167,7 +167,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
            "embedding rows, frozen at their initialisation, and the tied head is frozen with them "
            "(docs/biography.md). On the Pythia port with a 1,024-token BPE tokenizer (new names share pieces, the "
            "head is untied) the gap in new facts shrinks to about 40 % of it and freeze keeps 3 points more old "
-           "facts (cfka/biography_small_bpe, one PT model, 3 seeds): the tokenizer explains most of the word-level "
+           "facts (cfka/biography_small_bpe, 2 PT models × 3 seeds): the tokenizer explains most of the word-level "
            "gap, not all of it.",
            paper_regime=f"{PAPER_SYN}; freeze = input embedding + first 6 of 12 layers"),
     _claim("lora-worst-low-alpha", "§4.6 LoRA, §9 'LoRA worst at low α'", "LoRA (rank 128) is the worst method at "
