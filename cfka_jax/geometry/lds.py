@@ -32,8 +32,9 @@ member u equals a lone run on ``S_u`` to float32 rounding (``tests/geometry/test
 retraining deterministic given the subset, so the only randomness the LDS sees is which items each subset keeps.
 
 **Per-test forms of the selection baselines.** LESS and HyperINF (``selection.py``) score the pool against one
-target mean gradient; :func:`less_per_test` and :func:`hyperinf_per_test` give the same scores with every test
-item its own target (``[Q, Z]``; a single test item reproduces ``selection``'s score).
+target mean gradient; their general forms ``selection.less_per_test`` and ``selection.hyperinf_per_test`` (used
+here, and importable from this module) give every test item its own target (``[Q, Z]``; one target is
+``selection``'s score).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfka_jax.geometry.selection import schulz_inverse
+from cfka_jax.geometry.selection import hyperinf_per_test, less_per_test  # the LDS's per-test-item forms
 from cfka_jax.geometry.synthetic import optim_config
 from cfka_jax.shapes import Array, Float, Int
 from cfka_jax.train.ensemble import init_ensemble, stack_members
@@ -161,40 +162,6 @@ def make_subset_trainer(graphdef, rest, *, steps: int, lr: float, mode: str = "v
 
     train.tx = tx
     return train
-
-
-# ---------------------------------------------------------------------------- per-test forms of the selection scores
-
-def _unit(x):
-    return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-30)
-
-
-def less_per_test(train_feats: list, val_feats: list, lrs) -> Float[Array, "Q Z"]:
-    """``Σ_i η̄_i cos(Γ(z, θ_i)Π, ∇ℓ(q, θ_i)Π)`` for every test item q: ``selection.less_scores`` with one target
-    per test item (``train_feats[i] [Z, k]``, ``val_feats[i] [Q, k]``, ``lrs[i]`` the mean learning rate of
-    warm-up epoch i)."""
-    with jax.default_matmul_precision("highest"):
-        return sum(lr * (_unit(v) @ _unit(t).T) for t, v, lr in zip(train_feats, val_feats, lrs))
-
-
-def hyperinf_per_test(train: dict, val: dict, shapes: dict, *, damping: float = 0.1, iters: int = 30
-                      ) -> Float[Array, "Q Z"]:
-    """``Σ_l ⟨V_{l,q} A_l⁻¹, G_{l,z}⟩_F`` for every test item q: ``selection.hyperinf_scores`` with the target
-    gradient ``V_{l,q}`` of one test item (``val {path: [Q, a·b]}``); ``A_l⁻¹`` is computed once per matrix."""
-    total = 0.0
-    with jax.default_matmul_precision("highest"):
-        for p, g in train.items():
-            a, b = shapes[p]
-            gm = g.reshape(-1, a, b)
-            vm = val[p].reshape(-1, a, b)
-            left = a < b
-            f = jnp.einsum("nab,nac->bc", gm, gm) if not left else jnp.einsum("nab,ncb->ac", gm, gm)
-            f = f / gm.shape[0]
-            size = f.shape[0]
-            inv = schulz_inverse(f + damping * jnp.trace(f) / size * jnp.eye(size, dtype=f.dtype), iters)
-            pre = jnp.einsum("ac,qcb->qab", inv, vm) if left else jnp.einsum("qab,bc->qac", vm, inv)
-            total = total + jnp.einsum("nab,qab->qn", gm, pre)
-    return total
 
 
 __all__ = [

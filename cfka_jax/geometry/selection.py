@@ -74,9 +74,17 @@ def _unit(x):
     return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-30)
 
 
+def less_per_test(train_feats: list, val_feats: list, lrs) -> Float[Array, "Q N"]:
+    """``Σ_i η̄_i cos(Γ(z, θ_i)Π, ∇ℓ(q, θ_i)Π)`` for every target q (``train_feats[i] [N, k]``, ``val_feats[i]
+    [Q, k]``, ``lrs[i]`` the mean learning rate of warm-up epoch i): one row per test item for the LDS."""
+    with jax.default_matmul_precision("highest"):
+        return sum(lr * (_unit(v) @ _unit(t).T) for t, v, lr in zip(train_feats, val_feats, lrs))
+
+
 def less_scores(train_feats: list, val_feats: list, lrs) -> Float[Array, " N"]:
-    """``Σ_i η̄_i cos(train_i, val_i)`` over checkpoints i; ``train_i [N, k]``, ``val_i [k]``."""
-    return sum(lr * (_unit(t) @ _unit(v)) for t, v, lr in zip(train_feats, val_feats, lrs))
+    """``Σ_i η̄_i cos(train_i, val_i)`` over checkpoints i; ``train_i [N, k]``, ``val_i [k]``: :func:`less_per_test`
+    with one target."""
+    return less_per_test(train_feats, [v[None] for v in val_feats], lrs)[0]
 
 
 @functools.partial(jax.jit, static_argnames="iters")
@@ -89,6 +97,26 @@ def schulz_inverse(a_BB: Float[Array, "B B"], iters: int = 30) -> Float[Array, "
         return jax.lax.fori_loop(0, iters, lambda _, x: x @ (eye2 - a_BB @ x), x)
 
 
+def hyperinf_per_test(train: dict, val: dict, shapes: dict, *, damping: float = 0.1, iters: int = 30
+                      ) -> Float[Array, "Q N"]:
+    """``Σ_l ⟨V_{l,q} A_l⁻¹, G_{l,n}⟩_F`` for every target q (``val {path: [Q, a·b]}``, one row per test item for the
+    LDS); ``A_l⁻¹`` is computed once per matrix. :func:`hyperinf_scores` is the one-target case."""
+    total = 0.0
+    with jax.default_matmul_precision("highest"):
+        for p, g in train.items():
+            a, b = shapes[p]
+            gm = g.reshape(-1, a, b)
+            vm = val[p].reshape(-1, a, b)
+            left = a < b
+            f = jnp.einsum("nab,nac->bc", gm, gm) if not left else jnp.einsum("nab,ncb->ac", gm, gm)
+            f = f / gm.shape[0]
+            size = f.shape[0]
+            inv = schulz_inverse(f + damping * jnp.trace(f) / size * jnp.eye(size, dtype=f.dtype), iters)
+            pre = jnp.einsum("ac,qcb->qab", inv, vm) if left else jnp.einsum("qab,bc->qac", vm, inv)
+            total = total + jnp.einsum("nab,qab->qn", gm, pre)
+    return total
+
+
 def hyperinf_scores(train: dict, val: dict, shapes: dict, *, damping: float = 0.1, iters: int = 30
                     ) -> Float[Array, " N"]:
     """HyperINF similarity of every train example to the target set (see the module docstring).
@@ -97,20 +125,7 @@ def hyperinf_scores(train: dict, val: dict, shapes: dict, *, damping: float = 0.
       train: ``{path: [N, a·b]}`` per-example loss gradients; val: ``{path: [a·b]}`` the target mean gradient.
       shapes: ``{path: (a, b)}`` the matrix shape of each block (vectors are treated as ``(1, b)``).
     """
-    total = 0.0
-    with jax.default_matmul_precision("highest"):
-        for p, g in train.items():
-            a, b = shapes[p]
-            gm = g.reshape(-1, a, b)
-            vm = val[p].reshape(a, b)
-            left = a < b
-            f = jnp.einsum("nab,nac->bc", gm, gm) if not left else jnp.einsum("nab,ncb->ac", gm, gm)
-            f = f / gm.shape[0]
-            size = f.shape[0]
-            inv = schulz_inverse(f + damping * jnp.trace(f) / size * jnp.eye(size, dtype=f.dtype), iters)
-            pre = inv @ vm if left else vm @ inv
-            total = total + jnp.einsum("nab,ab->n", gm, pre)
-    return total
+    return hyperinf_per_test(train, {p: v[None] for p, v in val.items()}, shapes, damping=damping, iters=iters)[0]
 
 
 def matrix_shapes(params_shapes: dict) -> dict:
