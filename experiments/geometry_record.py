@@ -1,8 +1,9 @@
 """Seeds and produced records of the ``cfka geometry`` studies (``--seeds``, ``--record NAME``, ``--results DIR``).
 
 A study with ``--seeds 0,1,2`` runs seed by seed, each into ``<out>/seed<k>/`` (its usual tables and plots), and
-leaves a ``<study>_rows.json`` there when the seed is finished: the rows it adds to the record, its config and its
-wall and CPU seconds. A seed whose folder already holds that file for the same config is not run again, so a killed
+leaves a ``<study>_rows.json`` there when the seed is finished: the rows it adds to the record, its config, the
+regime its scale resolved to and its wall and CPU seconds. A seed whose folder already holds that file for the same
+config and regime is not run again, so a killed
 run loses only the seed it was in, and the same command resumes it. Without ``--seeds`` a study runs seed 0 into
 ``<out>`` itself, as before.
 
@@ -15,6 +16,7 @@ seed list). ``wall_s`` / ``cpu_s`` are the sums over the seeds (per seed in ``se
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import pathlib
 import re
@@ -81,18 +83,26 @@ def command_line(study: str, cfg) -> str:
     return " ".join(parts)
 
 
+def _json(value: Mapping[str, Any]) -> Any:
+    """``value`` as it reads back from a JSON file (tuples become lists), so a stored regime compares equal."""
+    return json.loads(json.dumps(value, allow_nan=False))
+
+
 def _rows_file(cfg, study: str, seed: int) -> pathlib.Path:
     return seed_out(cfg, seed) / f"{study}_rows.json"
 
 
-def _finished(cfg, study: str, seed: int) -> dict | None:
-    """The rows file of a finished seed of the same config, else None."""
+def _finished(cfg, study: str, seed: int, regime: Mapping[str, Any]) -> dict | None:
+    """The rows file of a finished seed of the same config and regime, else None. The regime is what the study
+    resolved from its scale (sizes, steps, subsets): a scale whose contents changed under the same name makes the
+    seed run again. A rows file written before the regime was kept is judged by its config alone."""
     path = _rows_file(cfg, study, seed)
     if not path.exists():
         return None
     data = jsonio.read_json_object(path, f"a finished {study} seed")
     jsonio.require_keys(data, ("config", "seed", "rows", "wall_s", "cpu_s"), str(path))
-    return data if data["config"] == _what(cfg) and data["seed"] == seed else None
+    same_regime = data.get("regime", _json(regime)) == _json(regime)
+    return data if data["config"] == _what(cfg) and data["seed"] == seed and same_regime else None
 
 
 def run_study(study: str, cfg, run_seed: Callable[[int, pathlib.Path], list[Mapping[str, Any]]],
@@ -101,11 +111,11 @@ def run_study(study: str, cfg, run_seed: Callable[[int, pathlib.Path], list[Mapp
     its rows file and, with ``cfg.record``, the record. Returns every finished seed's rows file (seed order)."""
     done = []
     for seed in run_seeds(cfg):
-        data = _finished(cfg, study, seed)
+        data = _finished(cfg, study, seed, regime)
         if data is None:
             clock = Clock()
             rows = [dict(r) for r in run_seed(seed, seed_out(cfg, seed))]
-            data = {"config": _what(cfg), "seed": seed, "rows": rows, **clock.elapsed()}
+            data = {"config": _what(cfg), "seed": seed, "regime": _json(regime), "rows": rows, **clock.elapsed()}
             jsonio.write_json_atomic(_rows_file(cfg, study, seed), data, allow_nan=False, indent=1)
         done.append(data)
         if cfg.record:

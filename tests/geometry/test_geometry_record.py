@@ -101,3 +101,9 @@ def test_run_study_writes_per_seed_and_resumes_a_killed_run(tmp_path):
     other = AttributionConfig(out=cfg.out, seeds=(0,), vocab="full", record="fake", results=cfg.results)
     geometry_record.run_study("attribution", other, run_seed, {"model": "m"})
     assert ran[-1] == 0
+    # the same config whose scale resolved to other contents (the regime) runs the seed again
+    n = len(ran)
+    geometry_record.run_study("attribution", other, run_seed, {"model": "m"})
+    assert len(ran) == n
+    geometry_record.run_study("attribution", other, run_seed, {"model": "m, 48 subsets"})
+    assert len(ran) == n + 1 and ran[-1] == 0
