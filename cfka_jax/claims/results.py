@@ -10,7 +10,9 @@ A record is one small JSON file under the checkout's ``results/`` folder, named 
 * ``provenance`` — for a produced record: the commit, the exact command, the config, the seeds, the PT replicates,
   the machine, the date, wall and CPU seconds (:data:`PRODUCED_KEYS`); for a transcribed one: the docs file and
   commit it was read from, the command that made the number, the date it was measured, seeds and PT replicates
-  (:data:`TRANSCRIBED_KEYS`);
+  (:data:`TRANSCRIBED_KEYS`); optionally ``unit`` (:data:`UNITS`): ``pt-model`` for a record of PT models' own
+  quality (its replicate axis is the PT models), ``timing`` for a cost measured by repeated runs of one computation;
+  neither counts toward a claim's seeds;
 * ``regime`` — what was run here: model and parameter count, the PT model's held-out quality, world, dose, ...
   (free keys; shown in the verdict table);
 * ``rows`` — one object per run (or per measured unit): the factors that tell runs apart (``seed``, ``pt``,
@@ -43,6 +45,8 @@ PRODUCED_KEYS = ("commit", "command", "config", "seeds", "pt_replicates", "machi
 TRANSCRIBED_KEYS = ("docs_file", "docs_commit", "command", "date", "seeds", "pt_replicates")
 """Provenance every transcribed record carries (the commit of the docs it was read from, the command that made
 the number then)."""
+UNITS = ("run", "pt-model", "timing")
+"""What a record's row measures (:attr:`Record.unit`)."""
 RESULTS = "results"
 """The folder of the records, relative to the checkout's root (``cfka claims --results`` overrides it)."""
 
@@ -79,6 +83,9 @@ class Record:
         if not isinstance(self.provenance["command"], str) or not self.provenance["command"].strip():
             raise ValueError(f"{where}: key 'provenance.command' must name the command that made the numbers "
                              "(a number no command backs is not a result)")
+        if self.provenance.get("unit", "run") not in UNITS:
+            raise ValueError(f"{where}: key 'provenance.unit' must be one of {UNITS}, got "
+                             f"{self.provenance['unit']!r}")
         if not self.rows:
             raise ValueError(f"{where}: key 'rows' is empty: a record holds at least one measured row")
         for i, row in enumerate(self.rows):
@@ -117,6 +124,14 @@ class Record:
     def seeds(self) -> int:
         """The number of seeds the record's provenance names."""
         return len(self.provenance.get("seeds") or ())
+
+    @property
+    def unit(self) -> str:
+        """What one row measures (provenance key ``unit``, :data:`UNITS`): ``run`` (a seeded training run, the
+        default), ``pt-model`` (a PT model's own quality: its replicates are its PT replicates, it has no CPT seed)
+        or ``timing`` (a cost measured by repeating one deterministic computation: its rows are repeats, not
+        seeds). A claim's seed count reads the ``run`` records only (:func:`cfka_jax.claims.table.judge`)."""
+        return self.provenance.get("unit", "run")
 
     @property
     def pt_replicates(self) -> int:

@@ -30,7 +30,7 @@ from cfka_jax.claims.results import Record
 from cfka_jax.claims.verdicts import VERDICTS, Judgement
 
 JSON_KEYS = ("id", "paper", "kind", "section", "statement", "paper_value", "paper_regime", "ours", "regime",
-             "verdict", "reason", "seeds", "pt_replicates", "record", "records", "command", "explanation")
+             "verdict", "reason", "seeds", "pt_replicates", "record", "records", "command", "explanation", "accelerator")
 """The keys of each claim's object in ``cfka claims --json``."""
 
 
@@ -45,7 +45,8 @@ class Row:
     Attributes:
       claim: the registered claim.
       judgement: what its rule returned on its records.
-      seeds: the fewest seeds among its records (0 without records).
+      seeds: the fewest seeds among its records of seeded runs (a record of PT models' quality or of cost timings,
+        :attr:`Record.unit`, counts only when the claim reads nothing else; 0 without records).
       pt_replicates: the fewest PT replicates among its records (0 without records or PT models).
       record: ``produced`` (every record it reads was written by its experiment), ``transcribed`` (at least one
         was entered from the docs) or ``none``.
@@ -65,7 +66,7 @@ class Row:
                 "paper_value": c.paper_value, "paper_regime": c.paper_regime, "ours": j.ours,
                 "regime": self.regime, "verdict": j.verdict, "reason": j.reason, "seeds": self.seeds,
                 "pt_replicates": self.pt_replicates, "record": self.record, "records": list(c.records),
-                "command": c.command, "explanation": c.explanation}
+                "command": c.command, "explanation": c.explanation, "accelerator": c.accelerator}
 
 
 def _regime(records: Sequence[Record]) -> str:
@@ -96,7 +97,8 @@ def judge(claim: PaperClaim, records: Mapping[str, Record]) -> Row:
         raise ClaimsError(f"claim {claim.id}: verdict {j.verdict!r} rests on no record")
     recs = list(mine.values())
     origin = "none" if not recs else ("transcribed" if any(r.origin == "transcribed" for r in recs) else "produced")
-    seeds = min((r.seeds for r in recs), default=0)
+    seeded = [r for r in recs if r.unit == "run"] or recs
+    seeds = min((r.seeds for r in seeded), default=0)
     pts = min((r.pt_replicates for r in recs), default=0)
     return Row(claim, j, seeds, pts, origin, _regime(recs))
 
@@ -147,6 +149,8 @@ def _md_row(r: Row) -> str:
     claim = f"**{c.id}** ({c.section}): {c.statement}"
     paper = c.paper_value + (f" [{c.paper_regime}]" if c.paper_regime and c.kind == "empirical" else "")
     record = r.record if r.record == "none" else f"{r.record}, {r.seeds} seeds × {r.pt_replicates} PT"
+    if c.accelerator:
+        record += f"; more seeds sized for an accelerator: `{c.accelerator}`"
     command = f"`{c.command}`" if c.command else ""
     return "| " + " | ".join(_md(x) for x in (claim, paper, j.ours, r.regime, f"**{j.verdict}**", j.reason,
                                                record, command)) + " |"

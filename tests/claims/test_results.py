@@ -49,6 +49,7 @@ def test_produced_record_round_trip(tmp_path):
     (lambda o: o.update(name="q/r"), "'name'"),
     (lambda o: o.pop("regime"), "'regime'"),
     (lambda o: o["provenance"].update(seeds=3), "provenance.seeds"),
+    (lambda o: o["provenance"].update(unit="trial"), "provenance.unit"),
 ])
 def test_a_malformed_record_is_refused_naming_file_and_key(tmp_path, change, message):
     obj = _obj()

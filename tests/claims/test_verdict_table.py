@@ -44,6 +44,25 @@ def test_every_registered_claim_is_judged_from_the_committed_records():
             assert r.claim.records, r.claim.id
 
 
+def _rec(name, seeds, unit=None):
+    prov = {"docs_file": "d.md", "docs_commit": "0" * 40, "command": "c", "date": "2026-12-07",
+            "seeds": list(range(seeds)), "pt_replicates": []}
+    if unit:
+        prov["unit"] = unit
+    return Record(name, "transcribed", prov, {}, ({"kind": "a", "v": 1.0},))
+
+
+@pytest.mark.parametrize("units, seeds", [((None, "pt-model"), 3), ((None, "timing"), 3), ((None, None), 1),
+                                          (("timing",), 3)])
+def test_pt_model_and_timing_records_do_not_count_as_seeds(units, seeds):
+    """A claim's seed count is its fewest-seed record of seeded runs; a record of PT models or of cost timings
+    counts only when the claim reads nothing else."""
+    recs = {f"p/r{i}": _rec(f"p/r{i}", 3 if i == 0 else 1, u) for i, u in enumerate(units)}
+    claim = PaperClaim(id="cfka.x", paper="cfka", section="§1", statement="s", paper_value="", paper_regime="",
+                       command="c", records=tuple(recs), rule=lambda r: Judgement("holds", "r", "o"))
+    assert table.judge(claim, recs).seeds == seeds
+
+
 def test_the_checkout_passes_its_own_check():
     assert check(Config(results=str(ROOT / "results"), docs=str(ROOT))) == []
 

@@ -45,6 +45,9 @@ class PaperClaim:
       kind: ``empirical`` or ``lemma``.
       headline: one of the findings the README's summary lists.
       explanation: where we differ from the paper and which experiment shows why (a docs link or a sentence).
+      accelerator: for a claim whose records hold fewer than three seeds because the runs that would add them
+        do not fit the project's CPU machine: the command that adds them on an accelerator ("" otherwise). The
+        verdict table shows it beside the seed count; a claim on one seed must name it.
     """
 
     id: str
@@ -59,6 +62,7 @@ class PaperClaim:
     kind: Kind = "empirical"
     headline: bool = False
     explanation: str = ""
+    accelerator: str = ""
 
     def __post_init__(self):
         if self.paper not in PAPERS:

@@ -71,10 +71,10 @@ def _industry(records) -> Judgement:
 
 
 def _claim(id, section, statement, paper_value, command, records, rule, explanation, *,
-           paper_regime=f"{PAPER_SYN}, α = 0.5, full update", headline=False) -> PaperClaim:
+           paper_regime=f"{PAPER_SYN}, α = 0.5, full update", headline=False, accelerator="") -> PaperClaim:
     return PaperClaim(id=f"cfka.{id}", paper="cfka", section=section, statement=statement, paper_value=paper_value,
                       paper_regime=paper_regime, command=command, records=records, rule=rule, headline=headline,
-                      explanation=explanation)
+                      explanation=explanation, accelerator=accelerator)
 
 
 CLAIMS: tuple[PaperClaim, ...] = (
@@ -144,7 +144,10 @@ CLAIMS: tuple[PaperClaim, ...] = (
            f"{STOC_REGIME} --sources 400 --preset names600x4 --pt-dir PT600 --out REG600x4 --seeds 0 --kinds "
            "stoc_j1|random", (r.R600X4, r.R600), r.stoc_vs_random_names600x4,
            "The largest kind-to-kind gap measured (the same corpora as 1×, byte-identical): one seed, no LAMOL cell "
-           "(≈ 45 min per cell on 2 CPU cores)."),
+           "(≈ 45 min per cell on 2 CPU cores).",
+           accelerator=f"{STOC_REGIME} --sources 400 --preset names600x4 --pt-preset names600 --pt-seeds 0,1 "
+                       "--pt-root runs/pt600 --out runs/regime600x4-s3 --seeds 0,1,2 --kinds stoc_j1,random,lamol "
+                       "--naive --record cfka/stoc_names600x4 (2 PT × 4 cells × 3 seeds: ≈ 18 h on 2 CPU cores)"),
     _claim("stoc-vs-random-default-pools", "§9 synthetic table, worlds without the paper's name sharing",
            "STOC replay retains far more of the old knowledge than Random replay", PAPER_TABLE, f"{SMALL}; {SCALE}",
            (r.SMALL, r.SCALE), r.stoc_vs_random_default,

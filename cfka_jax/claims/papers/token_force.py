@@ -294,7 +294,9 @@ CLAIMS: tuple[PaperClaim, ...] = (
         explanation="docs/geometry.md: the rule reads the tasks the base model knows before CPT (longform; the "
                     "identification tasks stay near chance and are left out); after 1,200 domain steps both resets "
                     "lower its post-SFT probe loss at every seed, and they restore forgotten knowledge as much as "
-                    "learning speed (the loss before SFT, L0, falls)."),
+                    "learning speed (the loss before SFT, L0, falls).",
+        accelerator="cfka geometry transmission --scale small --resets none,readout --seeds 0,1,2 "
+                    "--out runs/geometry/transmission-s3 (the Biography study; 151 min per seed on 2 CPU cores)"),
     PaperClaim(
         id="token-force.cold-start", paper=P, section="Sec. 3, step-1+ check (§8)",
         statement="The sign of the one-step approximation is unreliable at initialisation and recovers after about "
