@@ -61,13 +61,38 @@ def test_the_other_methods_of_the_registry_are_cells_with_their_record_kinds():
                                          (["--seeds", "-1"], "--seeds"), (["--cells", "bogus"], "--cells"),
                                          (["--ewc-lambda", "-1"], "--ewc-lambda"), (["--preset", "tiny"], "--preset"),
                                          (["--record", "../x"], "--record"), (["--ewc-sweep", "1,-2"], "--ewc-sweep"),
-                                         (["--bpe-vocab", "3"], "--bpe-vocab")])
+                                         (["--bpe-vocab", "3"], "--bpe-vocab"),
+                                         (["--lora-lr-scales", "0"], "--lora-lr-scales"),
+                                         (["--lora-lr-scales", "-3"], "--lora-lr-scales"),
+                                         (["--lora-lr-scales", "three"], "--lora-lr-scales"),
+                                         (["--lora-lr-scales", "3,3"], "--lora-lr-scales"),
+                                         (["--lora-lr-scales", "3", "--cells", "naive-full"], "--lora-lr-scales")])
 def test_a_bad_value_is_one_line_naming_the_option(argv, words, capsys, tmp_path):
     with pytest.raises(SystemExit) as err:
         table.main([*argv, "--out", str(tmp_path / "t")])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.value.code == 2 and words in last, last
     assert not (tmp_path / "t").exists()
+
+
+def test_lora_lr_scales_scale_the_lora_cells_cpt_learning_rates_and_nothing_else():
+    cfg = table.parse(["--preset", "smoke", "--cells", "naive-full,naive-lora", "--lora-lr-scales", "1,3,10",
+                       "--pt-root", "p", "--out", "o"])
+    assert table.cell_runs(cfg) == [("naive-full", None, 1.0), ("naive-lora", None, 1.0), ("naive-lora", None, 3.0),
+                                    ("naive-lora", None, 10.0)]
+    base, x3, x10 = (table.cell_spec(cfg, "naive-lora", 1, 2, None, x) for x in (1.0, 3.0, 10.0))
+    assert (base.lr, base.min_lr, pathlib.Path(base.out).parent.name) == (None, None, "cpt-naive-lora")
+    cpt = table.BIOGRAPHY["smoke"].cpt  # peak 1e-3, floor 1e-4
+    assert (x3.lr, x3.min_lr, x10.lr, x10.min_lr) == (3e-3, 3e-4, 1e-2, 1e-3)
+    assert (x3.scale.cpt.peak_lr, x3.scale.cpt.min_lr) == (3 * cpt.peak_lr, 3e-4)  # what the run trains with
+    assert (x3.scale.cpt.steps, x3.scale.cpt.warmup) == (cpt.steps, cpt.warmup)
+    assert pathlib.Path(x3.out).parent.name == "cpt-naive-lora-lr3" and x3.pt_dir == str(pathlib.Path("p", "pt-seed1"))
+    assert table.cell_spec(cfg, "naive-full", 0, 0).lr is None and table.pt_spec(cfg, 0).out == str(
+        pathlib.Path("p", "pt-seed0"))
+    assert table.parse(["--preset", "smoke"]).lora_lr_scales == (1.0,)
+    for bad in ((0.0,), (-1.0,), (float("nan"),), ("3",), (True,), ()):
+        with pytest.raises(ValueError, match="--lora-lr-scales"):
+            table.TableConfig(preset="smoke", cells=("naive-lora",), lora_lr_scales=bad)
 
 
 def _fake_runs(monkeypatch, calls):
@@ -139,6 +164,33 @@ def test_replicates_run_per_pair_resume_and_make_a_record_the_rules_read(tmp_pat
                               cells=("replay-all-full",), ewc_lambda=5.0, arch="pythia", progress=False)
     with pytest.raises(RunFolderError, match="pt-seed0"):  # another run's folder, refused before anything runs
         table.main_cfg(other)
+
+
+def test_lora_lr_cells_start_from_another_studys_pt_models_and_run_alone(tmp_path, monkeypatch):
+    calls = []
+    _fake_runs(monkeypatch, calls)
+    first = table.TableConfig(preset="smoke", out=str(tmp_path / "a"), seeds=(0, 1), pt_seeds=(0,),
+                              cells=("naive-freeze", "naive-lora"), progress=False)
+    table.main_cfg(first)
+    calls.clear()
+    cfg = table.TableConfig(preset="smoke", out=str(tmp_path / "b"), pt_root=str(tmp_path / "a"), seeds=(0, 1),
+                            pt_seeds=(0,), cells=("naive-lora",), lora_lr_scales=(3.0, 10.0), progress=False,
+                            record="cfka/lr", results=str(tmp_path / "results"))
+    rows = table.main_cfg(cfg)
+    assert calls == [str(tmp_path / "b" / f"cpt-naive-lora-lr{x}" / f"pt0-seed{s}") for s in (0, 1) for x in (3, 10)]
+    run = RunFolder(tmp_path / "b" / "cpt-naive-lora-lr3" / "pt0-seed1").read_json("config.json")["run"]
+    assert (run["lr"], run["min_lr"], run["update"], run["pt_dir"]) == (3e-3, 3e-4, "lora",
+                                                                        str(tmp_path / "a" / "pt-seed0"))
+    assert not (tmp_path / "b" / "pt-seed0").exists() and not (tmp_path / "b" / "cpt-naive-lora").exists()
+    rec = load_records(tmp_path / "results")["cfka/lr"]
+    assert [(r["kind"], r.get("lr_scale"), r.get("seed")) for r in rec.rows] == [
+        ("pt", None, None), ("naive", 3.0, 0), ("naive", 10.0, 0), ("naive", 3.0, 1), ("naive", 10.0, 1)]
+    assert "lr (peak 0.001, floor 0.0001) × 3, 10" in rec.regime["dose"]
+    assert "naive lora lr×10" in (tmp_path / "b" / "table.md").read_text()
+    calls.clear()
+    assert table.main_cfg(cfg) == rows and calls == []  # resumed: nothing runs again
+    with pytest.raises(ValueError, match="--pt-root"):
+        table.check_inputs(dataclasses.replace(cfg, pt_root=str(tmp_path / "results" / "cfka" / "lr.json")))
 
 
 @pytest.mark.slow
