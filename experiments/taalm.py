@@ -176,20 +176,22 @@ preset itself). The presets' seeds lie within 0..42, far below the stride, so no
 another stage's seed at another N (N < 1000)."""
 
 
-def _get(cfg, path: str):
+def get_field(cfg, path: str):
+    """The value of ``cfg`` at a dotted field path (``"metatrain.seed"``)."""
     for part in path.split("."):
         cfg = getattr(cfg, part)
     return cfg
 
 
-def _set(cfg, path: str, value):
+def set_field(cfg, path: str, value):
+    """``cfg`` (a frozen dataclass) with the field at a dotted path replaced by ``value``."""
     head, _, rest = path.partition(".")
-    return dataclasses.replace(cfg, **{head: _set(getattr(cfg, head), rest, value) if rest else value})
+    return dataclasses.replace(cfg, **{head: set_field(getattr(cfg, head), rest, value) if rest else value})
 
 
 def stage_seeds(cfg: TaalmConfig) -> dict[str, int]:
     """Every stage's seed (:data:`SEED_FIELDS`) of ``cfg``."""
-    return {path: _get(cfg, path) for path in SEED_FIELDS}
+    return {path: get_field(cfg, path) for path in SEED_FIELDS}
 
 
 def with_seed(cfg: TaalmConfig, seed: int) -> TaalmConfig:
@@ -199,7 +201,7 @@ def with_seed(cfg: TaalmConfig, seed: int) -> TaalmConfig:
         raise ValueError(f"--seed must be an integer in [0, {SEED_STRIDE}), got {seed!r}")
     shift = SEED_STRIDE * (seed - cfg.seed)
     for path in SEED_FIELDS:
-        cfg = _set(cfg, path, _get(cfg, path) + shift)
+        cfg = set_field(cfg, path, get_field(cfg, path) + shift)
     return dataclasses.replace(cfg, seed=seed)
 
 

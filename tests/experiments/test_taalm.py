@@ -3,6 +3,8 @@
 
 import dataclasses
 import json
+import pathlib
+import re
 
 import pytest
 from cfka_jax.experiments import taalm, taalm_biography, taalm_command
@@ -72,22 +74,71 @@ def test_biography_presets_parse_and_the_mode_dispatches(name, tmp_path):
         taalm_command.main(["--biography", str(tmp_path), "--preset", "paper"])
 
 
-@pytest.mark.slow
-def test_biography_smoke_run_writes_phi_table_and_heatmap(tmp_path):
-    from cfka_jax.runs.biography import pretrain
-    from cfka_jax.runs.specs import PTSpec
+def test_biography_replicates_move_phi_seeds_and_name_their_folders(tmp_path):
+    base = taalm_biography.PRESETS["small"]()
+    assert taalm_biography.with_seed(base, 0) == base
+    argv = ["--biography", str(tmp_path), "--pt-seeds", "0,1", "--seeds", "0,2", "--out", str(tmp_path / "bio"),
+            "--plain-dirs", "x/pt{pt}-seed{seed}/cpt", "--record", "taalm/x"]
+    reps = taalm_biography.FLAGS.parse(argv).replicates()
+    assert [(r.pt, r.seed) for r in reps] == [("s0", 0), ("s0", 2), ("s1", 0), ("s1", 2)]
+    last = reps[-1].cfg
+    assert last.out == str(tmp_path / "bio" / "pt1-seed2") and last.pt_dir == str(tmp_path / "pt-seed1")
+    assert last.plain_dir == "x/pt1-seed2/cpt" and last.seed == 2
+    for path in taalm_biography.SEED_FIELDS:
+        assert taalm.get_field(last, path) == taalm.get_field(base, path) + 2000, path
+    assert last.pair_seed == base.pair_seed  # the made-up people are the same for every seed
+    (tmp_path / "pt").mkdir()
+    one = taalm_biography.FLAGS.parse(["--biography", str(tmp_path / "pt"), "--seeds", "1"]).replicates()
+    assert [(r.pt, r.seed, pathlib.Path(r.cfg.out).name) for r in one] == [("pt", 1, "seed1")]
+    for bad, match in ((["--plain-dirs", "x/seed{seed}"], "must name"), (["--plain-dirs", "x/{run}"], "only"),
+                       (["--seeds", "1,1"], "--seeds"), (["--record", "../x"], "--record")):
+        with pytest.raises((ValueError, SystemExit)) as exc:
+            taalm_biography.FLAGS.parse(argv[:4] + bad)
+        assert exc.type is SystemExit or re.search(match, str(exc.value)), exc.value
 
-    cache, pt = str(tmp_path / "cache"), str(tmp_path / "pt")
-    pretrain(PTSpec(preset="smoke", out=pt, cache_dir=cache, progress=False))
-    out = tmp_path / "bio"
-    argv = ["--biography", pt, "--preset", "smoke", "--out", str(out), "--cache-dir", cache, "--no-progress"]
+
+@pytest.mark.slow
+def test_biography_study_over_seeds_writes_tables_and_the_record(tmp_path):
+    """Two study seeds from one smoke PT replicate: each replicate's φ, CPT runs and table; the record after each;
+    a second call runs nothing; a plain run read from another folder must be the same run."""
+    from cfka_jax.claims.results import load_records
+    from cfka_jax.runs.biography import pretrain
+    from cfka_jax.runs.folder import RunFolderError
+    from cfka_jax.runs.specs import CPTSpec, PTSpec
+
+    cache, root = str(tmp_path / "cache"), tmp_path / "pts"
+    pretrain(PTSpec(preset="smoke", out=str(root / "pt-seed0"), cache_dir=cache, progress=False))
+    out, results = tmp_path / "bio", tmp_path / "results"
+    argv = ["--biography", str(root), "--pt-seeds", "0", "--seeds", "0,1", "--preset", "smoke", "--out", str(out),
+            "--cache-dir", cache, "--no-progress", "--record", "taalm/bio_smoke", "--results", str(results)]
     assert taalm_command.main(argv) == 0
-    summary = json.loads((out / "table.json").read_text())
-    assert set(summary["runs"]) == {"replay-all", "replay-all + TAALM φ"}
-    assert all(r["Continual/sFTA"] is not None for r in summary["runs"].values())
-    assert 0.0 < summary["phi_weights"]["w_value_mean"] <= 1.0 and (out / "phi_heatmap.png").stat().st_size > 0
-    meta = json.loads((out / "metatrain.json").read_text())
-    assert meta["pairs"]["empty_object_masks"] == 0 and meta["pairs"]["dropped_unk"] == 0
+    for s in (0, 1):
+        summary = json.loads((out / f"pt0-seed{s}" / "table.json").read_text())
+        assert set(summary["runs"]) == {"replay-all", "replay-all + TAALM φ"} and summary["seed"] == s
+        assert all(r["Continual/sFTA"] is not None for r in summary["runs"].values())
+        assert 0.0 < summary["phi_weights"]["w_value_mean"] <= 1.0
+        assert 0.0 < summary["phi_weights"]["value_fraction_median"] < 1.0
+        meta = json.loads((out / f"pt0-seed{s}" / "metatrain.json").read_text())
+        assert meta["pairs"]["empty_object_masks"] == 0 and meta["pairs"]["dropped_unk"] == 0
+    phis = [json.loads((out / f"pt0-seed{s}" / "phi" / "phi.json").read_text()) for s in (0, 1)]
+    assert phis[0]["phi"]["seed"] + 1000 == phis[1]["phi"]["seed"]
+    rec = load_records(results)["taalm/bio_smoke"]
+    assert rec.origin == "produced" and rec.provenance["seeds"] == [0, 1] and rec.provenance["pt_replicates"] == ["s0"]
+    assert {(r["pt"], r["seed"]) for r in rec.select(kind="phi_weights")} == {("s0", 0), ("s0", 1)}
+    assert len(rec.values("continual_hfta", kind="cpt", run="replay-all + TAALM φ", step=6)) == 2
+    assert rec.select(kind="metabatch") and rec.provenance["wall_s"] > 0
+    stamp = (out / "pt0-seed1" / "table.json").stat().st_mtime_ns
+    assert taalm_command.main(argv) == 0  # every replicate finished: nothing runs again
+    assert (out / "pt0-seed1" / "table.json").stat().st_mtime_ns == stamp
+    # the plain run of seed 0 is not seed 1's: refused, naming the differing field
+    cfg = taalm_biography.FLAGS.parse(argv).replicates()[1].cfg
+    reused = dataclasses.replace(cfg, plain_dir=str(out / "pt0-seed0" / "cpt-replay-all"))
+    spec = CPTSpec(preset="smoke", out=str(tmp_path / "x"), method="replay-all", pt_dir=cfg.pt_dir, cache_dir=cache,
+                   seed=1)
+    with pytest.raises(RunFolderError, match="run.seed"):
+        taalm_biography.plain_run(reused, spec)
+    same = dataclasses.replace(cfg, plain_dir=str(out / "pt0-seed1" / "cpt-replay-all"))
+    assert taalm_biography.plain_run(same, spec)["step"] == 6
 
 
 def test_seed_zero_is_the_preset_and_every_stage_moves_with_the_seed(tmp_path):
