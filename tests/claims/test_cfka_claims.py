@@ -194,3 +194,69 @@ def test_registry_shape_on_the_committed_records():
     aug = rows["cfka.aug1-attention"].judgement
     assert aug.verdict == "partly" and "0.104" in aug.ours and "0.132" in aug.ours
     assert "-1.74 with 1-Aug vs -2.30" in aug.reason
+
+
+def _streams(final, pt_sfta=80.0):
+    """A produced cfka/streams_small: ``final`` maps stream → per-PT-model base of final_original; each run is the
+    base + 0.1 × seed, over PT models s0 / s1 and seeds 0–2, with a ``pt`` row per PT model."""
+    rows = [{"stream": "pt", "pt": pt, "original_sfta": pt_sfta, "original_em": 90.0} for pt in ("s0", "s1")]
+    for stream, (b0, b1) in final.items():
+        rows += [{"stream": stream, "pt": pt, "seed": s, "final_original": base + 0.1 * s, "avg_acc": 25.0 + base / 10,
+                  "avg_forgetting": 40.0, "plasticity": 40.0}
+                 for pt, base in (("s0", b0), ("s1", b1)) for s in range(3)]
+    prov = {"commit": "0" * 40, "command": "python -m x", "config": {}, "seeds": [0, 1, 2],
+            "pt_replicates": ["s0", "s1"], "machine": "cpu", "date": "d", "wall_s": 1.0, "cpu_s": 1.0}
+    return Record(r.STREAMS, "produced", prov, {"model": "tiny"}, tuple(rows))
+
+
+def test_stream_rules_pair_runs_on_pt_model_and_seed():
+    """The PT models set the level (10 vs 20) more than the method does (+3): unpaired the ranges overlap, paired
+    every run of real replay is above STOC's."""
+    st = _streams({"replay25-rewarm": (13.0, 23.0), "stoc25-rewarm": (10.0, 20.0)})
+    scale = [*lohi("original_sfta", 52.3, 52.5, world="small-bpe1024", kind="real_all")] + [
+        row for k in ("stoc", "random", "lamol") for row in lohi("original_sfta", 43.0, 43.3, world="small-bpe1024",
+                                                                   kind=k)]
+    old = [*lohi("final_original", 29.5, 30.8, stream="replay25-rewarm"),
+           *lohi("final_original", 14.2, 14.6, stream="random25-rewarm"),
+           *lohi("final_original", 15.8, 16.0, stream="lamol25-rewarm")]
+    records = {r.SCALE: record(r.SCALE, scale), r.STREAMS: st, r.STREAMS_2SEED: record(r.STREAMS_2SEED, old)}
+    j = r.real_replay_top(records)
+    assert j.verdict == "holds", j.reason
+    assert "stream vs stoc +3.0 (+3.0 … +3.0, 6 pairs)" in j.ours
+    assert "stream vs random (2 seeds, one PT model)" in j.ours  # not re-run: the transcribed table, unpaired
+    assert r.gap_of(st, "final_original", {"stream": "replay25-rewarm"}, {"stream": "stoc25-rewarm"}).apart is False
+
+
+def _bio_ewc():
+    rows = []
+    for pt in ("s0", "s1"):
+        for s in range(3):
+            rows += [{"kind": "real_all", "update": "full", "pt": pt, "seed": s, "original_sfta": 68.0,
+                      "continual_sfta": 58.0},
+                     {"kind": "ewc", "update": "full", "ewc_lambda": 1e6, "pt": pt, "seed": s, "original_sfta": 52.0,
+                      "continual_sfta": 53.0}]
+    return record(r.BIO, rows, seeds=(0, 1, 2), pts=("s0", "s1"))
+
+
+@pytest.mark.parametrize("ewc_base, verdict, slower", [
+    ((18.0, 20.0), "partly", "holds"),          # forgets, below replay, above naive in every pair
+    ((45.0, 50.0), "not reproduced", "holds"),  # keeps more than half of PT (80) on PT s1: no longer 'still forgets'
+])
+def test_ewc_on_the_stream_reads_pairs_and_each_pt_models_own_level(ewc_base, verdict, slower):
+    st = _streams({"ewc-rewarm": ewc_base, "naive-rewarm": (11.0, 12.0), "replay25-rewarm": (60.0, 62.0)})
+    j = r.ewc({r.STREAMS: st, r.BIO: _bio_ewc()})
+    assert j.verdict == verdict, j.reason
+    assert f"EWC keeps more than naive: {slower} (6 pairs)" in j.reason and "replay − EWC" in j.ours
+
+
+@pytest.mark.parametrize("replay10, verdict", [((30.0, 35.0), "partly"), ((40.0, 42.0), "holds")])
+def test_ten_percent_replay_stream_is_paired_and_held_to_half_of_its_pt_model(replay10, verdict):
+    st = _streams({"replay10-norewarm": replay10, "naive-norewarm": (24.0, 25.0)})
+    small = [{"kind": k, "alpha": 0.9, "update": "full", "seed": 0, "original_sfta": 52.0}
+             for k in ("stoc", "random", "lamol")] + [{"kind": "naive", "seed": s, "original_sfta": 26.0 + s}
+                                                      for s in (0, 1)]
+    pts = record(r.PTS, [{"world": "small", "pt": "small", "original_sfta": 78.7}])
+    j = r.replay_10pct({r.SMALL: record(r.SMALL, small), r.STREAMS: st, r.PTS: pts})
+    part = j.reason.split("3-stage stream: ")[1]
+    assert part.startswith(verdict), j.reason
+    assert "6 pairs" in j.ours and ("(< half)" in part) == (verdict == "partly")

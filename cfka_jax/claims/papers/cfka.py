@@ -33,8 +33,11 @@ N150X16 = (f"{REGIME} --sources 100 --preset names150x16 --pt-dir PT150 --out RE
            "--kinds stoc_j1,random,lamol")
 SCALE = "cfka stoc-scale --sizes small,w600 --bpe-vocab 1024 --seeds 0,1 --out runs/stoc-scale"
 SMALL = "cfka stoc-table --preset small --out runs/stoc-small"
-STREAM = ("python -m cfka_jax.experiments.stream_sweep run --root runs/streams --pt-dir runs/streams/pt-small-qwen "
-          "--preset small --seeds 0,1")
+STREAM = ("python -m cfka_jax.experiments.stream_sweep run --root runs/streams-s3 --pt-root runs/bio-s3 --pt-seeds 0,1 "
+          "--preset small --seeds 0,1,2 --configs ewc-rewarm,naive-rewarm,replay25-rewarm,replay10-norewarm,"
+          "naive-norewarm --record cfka/streams_small")
+STREAM_2SEED = ("python -m cfka_jax.experiments.stream_sweep run --root runs/streams "
+                "--pt-dir runs/streams/pt-small-qwen --preset small --seeds 0,1")
 BIO = ("cfka bio-table --preset small --ewc-lambda 1e6 --ewc-sweep 1e4,1e8 --pt-seeds 0,1 --seeds 0,1,2 "
        "--out runs/bio-s3 --record cfka/biography_small")
 BIO_BPE = ("cfka bio-table --preset small --arch pythia --bpe-vocab 1024 --cells naive-full,naive-freeze --pt-seeds 0,1 "
@@ -119,7 +122,9 @@ CLAIMS: tuple[PaperClaim, ...] = (
            "of old people whatever it is prompted with (docs/stoc.md, 'the three corpora say the same things')."),
     _claim("real-replay-top", "§7 Real replay 'all' / 'half' (upper bounds that need old data)",
            "Replaying the real old data is an upper bound that generative replay approaches from below",
-           "reference code: real replay is the 'cheating' upper bound", f"{SCALE}; {STREAM}", (r.SCALE, r.STREAMS),
+           "reference code: real replay is the 'cheating' upper bound",
+           f"{SCALE}; {STREAM}; {STREAM_2SEED} --configs replay25-rewarm,stoc25-rewarm,random25-rewarm,lamol25-rewarm",
+           (r.SCALE, r.STREAMS, r.STREAMS_2SEED),
            r.real_replay_top,
            "Judged where both sides have two seeds (small BPE world, the 3-stage stream); one-seed cells agree "
            "(small: 66.7 vs 53.6–55.5; w600: 73.3 vs 47.4–56.1)."),
@@ -182,7 +187,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
     _claim("ewc-lm", "§2.7 EWC corollary; §5 (regularisation on the Biography LMs)",
            "EWC only slows convergence and does not move the convergence point: forgetting still happens, and "
            "replay does better", "theory; STOC outperforms regularisation (no EWC row in the spec's §9)",
-           f"{BIO}; {STREAM} --configs ewc-rewarm,naive-rewarm,replay25-rewarm", (r.STREAMS, r.BIO, r.PTS), r.ewc,
+           f"{BIO}; {STREAM}", (r.STREAMS, r.BIO, r.PTS), r.ewc,
            "At 133–400 CPT steps EWC keeps more than naive (a trade-off monotone in λ, docs/biography.md) and less "
            "than replay; whether its end point is naive's is a statement about convergence these doses do not "
            "reach (the theory-model check is cfka_theory's).",
@@ -208,8 +213,8 @@ CLAIMS: tuple[PaperClaim, ...] = (
            f"{N600}; {N150}", (r.R600, r.R150), r.stoc_uptake,
            "Within the paper's own spread at 600 people; at names150 a seed of Random's learns 3.5 less."),
     _claim("replay-10pct-lm", "§2.7 Replay corollary, on the LMs", "About 10 % replay (α = 0.9) already preserves "
-           "old facts", "α 0.9 freeze: STOC 40.54 (LAMOL 18.88)", f"{SMALL}; {STREAM} --configs replay10-norewarm,"
-           "naive-norewarm", (r.SMALL, r.STREAMS, r.PTS), r.replay_10pct,
+           "old facts", "α 0.9 freeze: STOC 40.54 (LAMOL 18.88)", f"{SMALL}; {STREAM}", (r.SMALL, r.STREAMS, r.PTS),
+           r.replay_10pct,
            "Generative replay at 10 % keeps 65 % of PT at the small preset (one seed per kind); over a 3-stage "
            "stream 10 % real replay keeps 36.0 of 79.7 (one seed). The theory-model row is cfka_theory's.",
            paper_regime=f"{PAPER_SYN}, α = 0.9"),
