@@ -1,6 +1,7 @@
 """``cfka taalm``'s command line: three studies behind one command, chosen by the option that names their data.
 
     cfka taalm --preset smoke|small|paper --out DIR [--methods "Finetune,Oracle,TAALM"] [--no-twiki]   (taalm.py)
+    cfka taalm --preset small --record small --record-seeds 0,1,2 --phi-record-only  (φ's weights, read)
         [--lr LR] [--method-lr "K-Adapter=3e-2"] [--epochs N] [--method-epochs "K-Adapter=60"]
     cfka taalm --biography PT_DIR --preset smoke|small --out DIR                     (taalm_biography.py)
     cfka taalm --lama-ckl DIR | --temporalwiki DIR --model HF_DIR --out DIR ...      (taalm_real.py)
@@ -58,6 +59,10 @@ class Config:
     """comma-separated seeds whose folders (--record-dirs) the records merge (default: --seed only)"""
     record_dirs: str = "runs/taalm-{preset}-s{seed}"
     """the run folder of each record seed ({preset}, {seed}); --out must be the one of --seed"""
+    phi_record_only: bool = False
+    """write only the φ record results/taalm/phi_weights_<RECORD>.json from the finished φ of the folders of
+    --record-seeds and stop: nothing runs and nothing in the folders is written (the LAMA-CKL and TemporalWiki
+    records keep the commit of the runs that wrote them)"""
     results: str = "results"
     """the folder of result records"""
     biography: str | None = None
@@ -93,6 +98,8 @@ class Config:
             raise ValueError(f"--lr must be > 0, got {self.lr}")
         self.taalm()  # every setting checked before anything is written (taalm.TaalmConfig.__post_init__)
         if self.record is None:
+            if self.phi_record_only:
+                raise ValueError("--phi-record-only needs --record NAME")
             return
         if not self.record or "/" in self.record or ".." in self.record:
             raise ValueError(f"--record {self.record!r}: a name such as 'small' (records taalm/lama_ckl_<NAME>)")
@@ -107,7 +114,7 @@ class Config:
         if self.record_seeds and self.seed not in self.record_seeds:
             raise ValueError(f"--record-seeds {','.join(map(str, self.record_seeds))} lacks --seed {self.seed}")
         out = self.out or f"runs/taalm-{self.preset}"
-        if pathlib.Path(out).resolve() != pathlib.Path(mine).resolve():
+        if not self.phi_record_only and pathlib.Path(out).resolve() != pathlib.Path(mine).resolve():
             raise ValueError(f"--out {out} is not --record-dirs's folder of seed {self.seed} ({mine}); the record "
                              "would leave this run out")
 
@@ -116,11 +123,14 @@ class Config:
         from cfka_jax.experiments import taalm_record
 
         taalm_record.stamp(self.taalm().out, stage)
-        path = taalm_record.write_stage_record(stage, name=self.record, results=self.results,
-                                               template=self.record_dirs, seeds=self.record_seeds or (self.seed,),
-                                               preset=self.preset)
-        if path is not None:
-            print(f"[taalm] record {path}", flush=True)
+        where = {"name": self.record, "results": self.results, "template": self.record_dirs,
+                 "seeds": self.record_seeds or (self.seed,), "preset": self.preset}
+        paths = [taalm_record.write_stage_record(stage, **where)]
+        if stage == "lama":  # φ is finished once LAMA-CKL is
+            paths.append(taalm_record.write_phi_record(**where))
+        for path in paths:
+            if path is not None:
+                print(f"[taalm] record {path}", flush=True)
 
 
 def method_values(flag: str, items: tuple[str, ...], kind: type) -> tuple[tuple[str, object], ...]:
@@ -194,6 +204,13 @@ def command(parsed) -> int:
         from cfka_jax.experiments import taalm_real
 
         return taalm_real.command(cfg)
+    if cfg.phi_record_only:
+        from cfka_jax.experiments import taalm_record
+
+        path = taalm_record.write_phi_record(name=cfg.record, results=cfg.results, template=cfg.record_dirs,
+                                             seeds=cfg.record_seeds or (cfg.seed,), preset=cfg.preset)
+        print(f"[taalm] record {path}" if path else "[taalm] no finished φ in the --record-seeds folders", flush=True)
+        return 0
     if cfg.record is not None:  # its clock starts now: the run's wall and CPU time go into the records
         from cfka_jax.experiments import taalm_record  # noqa: F401
     study = cfg.taalm()

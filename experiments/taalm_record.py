@@ -8,7 +8,13 @@ records merge the finished tables of the seed folders named by ``--record-seeds`
   row per seed; rewritten when a folder's LAMA-CKL table is complete;
 * ``results/taalm/twiki_<NAME>.json`` — one row per (method, seed, period 1.., probes changed/unchanged): the
   object NLL ``before`` and ``after`` that period's training; rewritten when a folder's TemporalWiki table is
-  complete.
+  complete;
+* ``results/taalm/phi_weights_<NAME>.json`` — per seed, φ's weights on the 45 TO-LEARN evidence paragraphs
+  (never seen in meta-training): ``kind = "evidence"`` rows (mean weight on the object tokens, on the other
+  targets with their 90th percentile), an ``object_share`` row (per document Σ_object w / Σ w: minimum, median,
+  documents whose Σ w is below 1e-5) and ``metabatch`` rows (the meta-batches' mean weight on object and other
+  tokens at meta-steps 1, 40, 80, 120 and the selected one, from ``metatrain.json``); rewritten with the LAMA-CKL
+  record, read from the seed folders without writing in them (``stages.read_phi``).
 
 A seed folder enters a record once it holds every method of its run's list (a folder mid-stage is left out, so
 every method of a record has the same seeds); its ``config.json`` must name its seed and the preset. One θ0 per
@@ -21,6 +27,7 @@ import dataclasses
 import pathlib
 
 from cfka_jax.experiments.taalm import preset as preset_config
+from cfka_jax.experiments import taalm_stages as stages
 from cfka_jax.experiments.taalm_stages import slug
 
 from cfka_jax import jsonio
@@ -195,3 +202,59 @@ def write_stage_record(stage: str, *, name: str, results: str, template: str, se
         prov["wall_s"] = round(sum(c["wall_s"] for c in clocks.values()), 2)
         prov["cpu_s"] = round(sum(c["cpu_s"] for c in clocks.values()), 2)
     return write_record(results, f"taalm/{prefix}_{name}", rows=rows, regime=regime, provenance=prov)
+
+
+PHI_REGIME = {
+    **_REGIME,
+    "world": LAMA_REGIME["world"],
+    "measure": "φ's weights σ(head) on the TO-LEARN evidence paragraphs (never in meta-training), BOS excluded; "
+               "object share = a document's weight on its object tokens over its total weight",
+}
+METABATCH_STEPS = (1, 40, 80, 120)
+"""The meta-training steps whose meta-batch weights the φ record keeps (beside the selected step)."""
+
+
+def phi_rows(folder: SeedFolder) -> list[dict]:
+    """One seed's φ rows (module docstring)."""
+    tok, sets, handle = stages.read_phi(folder.path)
+    st = stages.weight_stats(handle, tok, sets.to_learn)
+    key = {"world": "lama_ckl_small" if folder.config.get("preset") == "small" else folder.config.get("preset"),
+           "pt": f"θ0-s{folder.seed}", "seed": folder.seed}
+    rows = [{**key, "kind": "evidence", "tokens": "object", "mean_weight": st["w_object_mean"],
+             "tokens_n": st["object_tokens"]},
+            {**key, "kind": "evidence", "tokens": "other", "mean_weight": st["w_other_mean"],
+             "p90_weight": st["w_other_p90"]},
+            {**key, "kind": "object_share", "min": round(st["object_share_min"], 5),
+             "median": round(st["object_share_median"], 5), "docs": st["docs"],
+             "docs_total_below_1e-5": st["docs_total_below_1e-5"]}]
+    meta = jsonio.read_json_object(folder.path / "metatrain.json", "a φ meta-training record")
+    best = meta.get("best_step")
+    for h in meta.get("history") or ():
+        if h["step"] in METABATCH_STEPS or h["step"] == best:
+            rows.append({**key, "kind": "metabatch", "step": h["step"], "selected": h["step"] == best,
+                         "object_mean_weight": round(h["w_object"], 4), "other_mean_weight": round(h["w_other"], 4)})
+    return [{k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
+
+
+def write_phi_record(*, name: str, results: str, template: str, seeds, preset: str) -> pathlib.Path | None:
+    """The produced record ``taalm/phi_weights_<name>`` over the seed folders whose φ is finished; ``None`` (and
+    nothing written) while none is."""
+    clock = Clock()
+    folders = [f for f in seed_folders(template, seeds, preset) if (f.path / "phi" / "phi.json").exists()
+               and (f.path / "lama_ckl" / "stats.json").exists()]
+    if not folders:
+        return None
+    rows = [r for f in folders for r in phi_rows(f)]
+    done = [f.seed for f in folders]
+    commands = "; ".join(f"cfka taalm --preset {preset} --seed {s} --out {template.format(preset=preset, seed=s)}"
+                         for s in done)
+    prov = provenance(config={f"s{f.seed}": f.config for f in folders}, seeds=done,
+                      pt_replicates=[f"θ0-s{s}" for s in done], clock=clock,
+                      command=f"{commands}; then cfka taalm --preset {preset} --record {name} --phi-record-only "
+                              f"--record-seeds {','.join(map(str, seeds))}")
+    prov["note"] = (NOTE + " The measure is read from each seed's finished φ (phi/, tokenizer/, lama_ckl/, "
+                    "metatrain.json); wall_s / cpu_s are the measurement's, phi_wall_s the meta-training's.")
+    prov["phi_wall_s"] = {f"s{f.seed}": f.extra().get("phi_wall_s") for f in folders}
+    regime = {**PHI_REGIME, "seeds": done, "phi_best_step": {f"s{f.seed}": f.extra().get("phi_best_step")
+                                                             for f in folders}}
+    return write_record(results, f"taalm/phi_weights_{name}", rows=rows, regime=regime, provenance=prov)

@@ -197,13 +197,37 @@ def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, se
 
 
 def weight_stats(handle: PhiHandle, tok, records) -> dict:
-    """Mean φ weight on the evidence's object tokens and on its other targets (BOS excluded)."""
+    """φ's weights on the evidence of ``records`` (BOS excluded): the mean on the object tokens and on the other
+    targets (with the others' 90th percentile), and per document the object share Σ_object w / Σ w (its minimum
+    and median; TWPPL sees only these relative weights) and how many documents have Σ w below 1e-5, where TWPPL's
+    1e-6 floor starts to shrink the document's loss."""
     enc = encode(tok, [r.evidence for r in records], [r.object for r in records])
     ws = handle.docs(enc)
-    obj = np.concatenate([w[1:][m[1:] > 0] for w, m in zip(ws, enc.object_mask)])
-    rest = np.concatenate([w[1:][m[1:] == 0] for w, m in zip(ws, enc.object_mask)])
+    objs = [w[1:][m[1:] > 0] for w, m in zip(ws, enc.object_mask)]
+    rests = [w[1:][m[1:] == 0] for w, m in zip(ws, enc.object_mask)]
+    obj, rest = np.concatenate(objs), np.concatenate(rests)
+    totals = np.array([o.sum() + r.sum() for o, r in zip(objs, rests)], np.float64)
+    share = np.array([o.sum() for o in objs], np.float64) / np.maximum(totals, np.finfo(np.float64).tiny)
     return {"w_object_mean": float(obj.mean()), "w_other_mean": float(rest.mean()),
-            "w_other_p90": float(np.quantile(rest, 0.9)), "object_tokens": int(obj.size)}
+            "w_other_p90": float(np.quantile(rest, 0.9)), "object_tokens": int(obj.size), "docs": len(ws),
+            "object_share_min": float(share.min()), "object_share_median": float(np.median(share)),
+            "docs_total_below_1e-5": int((totals < 1e-5).sum())}
+
+
+def read_phi(out: pathlib.Path) -> tuple[object, CKLSets, PhiHandle]:
+    """The tokenizer, selected sets and φ of a finished run folder, read without writing anything (a φ made with
+    another tokenizer is refused, naming the folder)."""
+    names = ("variant", "invariant_descriptive", "train_attention_traindata")
+    folder = out / "lama_ckl"
+    if not (folder / "stats.json").exists() or not (out / "phi" / "phi.json").exists():
+        raise ValueError(f"{out}: no finished set selection and φ (lama_ckl/stats.json, phi/phi.json)")
+    tok = load_tokenizer(out / "tokenizer")
+    sets = CKLSets(*[read_lama_ckl(folder / f"{n}.jsonl") for n in names], _read(folder / "stats.json"))
+    check_made_from(_read(out / "phi" / "phi.json").get(KEY), {"tokenizer": tokenizer_fingerprint(tok)},
+                    flag="--record-dirs", folder=out / "phi")
+    phi, cfg, _ = load_phi(out / "phi")
+    pg, train, frozen, rest = split_trainable(phi, phi_trainable(phi, lora=cfg.lora is not None))
+    return tok, sets, PhiHandle(make_weights_fn(pg, rest), train, frozen)
 
 
 def write_reports(out: pathlib.Path, cfg, lama: dict, tw: dict, sets: CKLSets, pt_record: dict,

@@ -143,3 +143,56 @@ def test_one_fact_is_no_margin_on_several_seeds_either(plus, alone, verdict):
     assert j.verdict == verdict, j.reason
     if plus[0] == 0.3111:
         assert "within one fact (0.022), on the mean of 2 seeds" in j.reason
+
+
+def phi_records(lama_pairs, bio_pairs, *, bio_runs=None):
+    """φ records: (object, other) mean weights per seed of LAMA-CKL (pt θ0-s<seed>), (value, other) per (pt, seed) of
+    the Biography study; ``bio_runs``: (φ, w = 1, plain) Continual/Original hFTA per (pt, seed)."""
+    lama = []
+    for s, (obj, other) in enumerate(lama_pairs):
+        key = {"pt": f"θ0-s{s}", "seed": s}
+        lama += [{**key, "kind": "evidence", "tokens": "object", "mean_weight": obj},
+                 {**key, "kind": "evidence", "tokens": "other", "mean_weight": other},
+                 {**key, "kind": "object_share", "min": 0.5, "median": 1.0}]
+    bio = []
+    for (pt, s), (val, other) in bio_pairs.items():
+        key = {"pt": pt, "seed": s}
+        bio += [{**key, "kind": "phi_weights", "tokens": "value", "mean_weight": val},
+                {**key, "kind": "phi_weights", "tokens": "other", "mean_weight": other},
+                {**key, "kind": "value_share", "weights": "uniform", "median": 0.125},
+                {**key, "kind": "value_share", "weights": "phi", "median": 0.3}]
+    for (pt, s), values in (bio_runs or {}).items():
+        for run, x in zip((taalm.PHI_RUN, taalm.UNIFORM_RUN, taalm.PLAIN_RUN), values):
+            bio.append({"kind": "cpt", "run": run, "pt": pt, "seed": s, "step": 400, "continual_hfta": x,
+                        "original_hfta": x + 0.05})
+    seeds = sorted({s for _, s in bio_pairs})
+    return {taalm.PHI_W: record(taalm.PHI_W, lama, range(len(lama_pairs))), taalm.BIO: record(taalm.BIO, bio, seeds)}
+
+
+GRID = [(pt, s) for pt in ("s0", "s1") for s in (0, 1, 2)]
+
+
+@pytest.mark.parametrize("bio_values, verdict", [
+    ([(0.8, 0.3)] * 6, "holds"),                        # above in every (pt, seed) pair
+    ([(0.8, 0.3)] * 5 + [(0.2, 0.3)], "not reproduced"),  # one pair the other way
+    ([(0.2, 0.3)] * 6, "refuted"),                      # below in every pair
+])
+def test_phi_tokens_pair_runs_on_pt_and_seed(bio_values, verdict):
+    recs = phi_records([(0.3, 1e-7), (0.7, 1e-3), (0.3, 2e-7)], dict(zip(GRID, bio_values)))
+    j = taalm._phi_tokens(recs)
+    assert j.verdict == verdict, j.reason
+    assert "3 pairs: every pair the same sign" in j.ours and "6 pairs" in j.ours
+    one = taalm._phi_tokens(phi_records([(0.3, 1e-7)], {("s0", 0): (0.8, 0.3)}))
+    assert one.verdict == "partly" and "1 seed" in one.reason and "spread unknown" in one.reason
+
+
+@pytest.mark.parametrize("runs, verdict", [
+    ([(0.84, 0.77, 0.77)] * 6, "holds"),
+    ([(0.84, 0.77, 0.77)] * 5 + [(0.75, 0.77, 0.77)], "not reproduced"),  # one (pt, seed) pair below
+    ([(0.70, 0.77, 0.77)] * 6, "refuted"),
+])
+def test_phi_vs_uniform_pairs_runs_on_pt_and_seed(runs, verdict):
+    recs = phi_records([(0.3, 1e-7)] * 3, dict.fromkeys(GRID, (0.8, 0.3)), bio_runs=dict(zip(GRID, runs)))
+    j = taalm._phi_vs_uniform(recs)
+    assert j.verdict == verdict, j.reason
+    assert "w = 1 − plain replay-all" in j.reason and "6 pairs" in j.ours

@@ -46,7 +46,7 @@ def test_tables_put_the_paper_beside_ours():
 
 @pytest.mark.slow
 def test_smoke_run_writes_tables_plot_and_heatmap(tmp_path):
-    out = tmp_path / "run"
+    out = tmp_path / "taalm-smoke-s0"
     argv = ["--preset", "smoke", "--out", str(out), "--methods", "Finetune,TAALM", "--twiki-methods", "Finetune",
             "--no-progress"]
     assert taalm_command.main(argv) == 0
@@ -61,6 +61,24 @@ def test_smoke_run_writes_tables_plot_and_heatmap(tmp_path):
     with pytest.raises(ValueError, match="other settings"):
         taalm.run(dataclasses.replace(taalm.preset("smoke", str(out)), pt=dataclasses.replace(
             taalm.preset("smoke").pt, epochs=3)))
+    # φ's weights record, read from the finished folder without writing in it
+    before = sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*"))
+    argv = ["--preset", "smoke", "--record", "smoke", "--record-dirs", str(tmp_path / "taalm-{preset}-s{seed}"),
+            "--record-seeds", "0,1", "--phi-record-only", "--results", str(tmp_path / "results")]
+    assert taalm_command.main(argv) == 0
+    assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
+    from cfka_jax.claims.results import load_records
+
+    rec = load_records(tmp_path / "results")["taalm/phi_weights_smoke"]
+    assert rec.provenance["seeds"] == [0] and rec.provenance["pt_replicates"] == ["θ0-s0"]
+    obj, other = (rec.values("mean_weight", kind="evidence", tokens=t)[0] for t in ("object", "other"))
+    assert abs(obj - summary["phi_weights"]["w_object_mean"]) <= 1e-3 * obj  # table.json's, 4 digits
+    share = rec.select(kind="object_share")[0]
+    docs = len((out / "lama_ckl" / "variant.jsonl").read_text().splitlines())  # the TO-LEARN evidence
+    assert 0.0 <= share["min"] <= share["median"] <= 1.0 and share["docs"] == docs
+    steps = {h["step"] for h in json.loads((out / "metatrain.json").read_text())["history"]}
+    rows = rec.select(kind="metabatch")
+    assert rows and all(r["step"] in steps and r["selected"] == (r["step"] == summary["phi_best_step"]) for r in rows)
 
 
 @pytest.mark.parametrize("name", sorted(taalm_biography.PRESETS))
@@ -186,6 +204,10 @@ def test_record_options_are_checked(tmp_path):
         SYNTHETIC.parse(ok[:-4] + ["--out", "runs/y", "--record", "smoke", "--record-dirs", "runs/y"])
     with pytest.raises(ValueError, match="--record"):
         SYNTHETIC.parse(ok[:-1] + ["../x"])
+    with pytest.raises(ValueError, match="--phi-record-only needs --record"):
+        SYNTHETIC.parse(["--preset", "smoke", "--phi-record-only"])
+    only = SYNTHETIC.parse(["--preset", "smoke", "--record", "smoke", "--record-seeds", "0,1", "--phi-record-only"])
+    assert only.phi_record_only  # --out need not be a seed's folder: nothing runs
 
 
 def _fixture_folder(root, seed, methods, twiki_methods, *, finished=True):

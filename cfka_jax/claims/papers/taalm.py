@@ -5,9 +5,10 @@ Paper: Seo, Lee, Yeo, NeurIPS 2024, arXiv:2407.16920 (spec: shared/spec/taalm.md
 §5–§8 the protocols). Our numbers are the small preset's (``cfka taalm --preset small``: a 0.27 M-parameter θ0 on a
 synthetic LAMA-CKL of 45 TO-LEARN facts) and a Biography CPT run with a φ of its own. The LAMA-CKL and
 TemporalWiki records are produced over study seeds (``cfka taalm --seed N --record small``: one θ0, φ and method
-run per seed); the φ records are transcribed from docs/taalm.md and ONE seed. A record of one seed lets no rule
-say more than ``partly`` (:func:`one_seed_cap`); the LAMA-CKL and TemporalWiki learning rate (3e-3) was chosen on
-Finetune and Oracle alone (seed 0), which every reason on those records says.
+run per seed), and so is φ's weights record (``--phi-record-only``: the same seeds' φ, read). A record of one seed
+lets no rule say more than ``partly`` (:func:`one_seed_cap`); the LAMA-CKL and TemporalWiki learning rate (3e-3)
+was chosen on Finetune and Oracle alone (seed 0), which every reason on those records says. The φ rules compare
+runs paired on (PT model, seed) (:func:`_over_runs`).
 
 Two rules beyond the spread rule of ``claims/verdicts.py``: an accuracy difference of at most one fact of the
 set (1/45 Top Acc, 1/50 NF Acc) is no difference, on one run, on the seeds' mean or in one seed's pair
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from cfka_jax.claims.papers import PaperClaim
 from cfka_jax.claims.papers.taalm_rules import at_chosen, describe, select_lr
 from cfka_jax.claims.results import Record
-from cfka_jax.claims.verdicts import VERDICTS, Gap, Judgement, Paired, gap, not_tested, ordered, paired
+from cfka_jax.claims.verdicts import VERDICTS, Gap, Judgement, Paired, gap, not_tested, ordered, paired, spread
 
 LAMA, TWIKI = "taalm/lama_ckl_small", "taalm/twiki_small"
 LR_SEL = "taalm/lr_selection_small"
@@ -32,7 +33,8 @@ LR_CMD = ("python -m cfka_jax.experiments.taalm_lr --preset small --lrs 1e-3,3e-
 PHI_W, BIO = "taalm/phi_weights_small", "taalm/biography_phi_small"
 SMALL = ("cfka taalm --preset small --seed N --out runs/taalm-small-sN --record small --record-seeds 0,1,2 "
          "(N = 0, 1, 2)")
-PHI_CMD = "cfka taalm --preset small --out runs/taalm-small"  # the φ record's (one seed, transcribed)
+PHI_CMD = ("cfka taalm --preset small --record small --record-seeds 0,1,2 --phi-record-only (reads the φ of "
+           "runs/taalm-small-sN, N = 0, 1, 2, made by the LAMA-CKL command)")
 BIO_CMD = ("cfka pt --preset small --out runs/taalm-bio/pt-small-qwen --cache-dir runs/taalm-bio/data-cache; "
            "cfka cpt --preset small --method replay-all --pt-dir runs/taalm-bio/pt-small-qwen --cache-dir "
            "runs/taalm-bio/data-cache --out runs/taalm-bio/cpt-replay-all; cfka taalm --biography "
@@ -181,33 +183,64 @@ def twiki(*pairs: tuple[str, str, str], note: str = LR):
     return rule
 
 
+def _over_runs(rec: Record, metric: str, a: dict, b: dict, *, claim: str, digits: int = 3) -> tuple[Judgement,
+                                                                                                     Gap | Paired]:
+    """"``a`` above ``b`` on ``metric``" over the record's runs: paired on (pt, seed) (every run of ``a`` against
+    the run of ``b`` of its PT model and seed; a difference counts only when every pair has one sign), or, where
+    no run pairs, the seeds' ranges; at most ``partly`` on one seed (:func:`one_seed_cap`)."""
+    try:
+        g = paired(rec.rows, metric, a, b, by=("pt", "seed"))
+    except ValueError:
+        g = gap(rec.values(metric, **a), rec.values(metric, **b))
+    return one_seed_cap(ordered(g, claim=claim, digits=digits), [rec]), g
+
+
+def _g(xs) -> str:
+    """``mean (lo–hi, n)`` of values spanning orders of magnitude (3 significant digits)."""
+    s = spread(xs)
+    return f"{s.mean:.3g} (n=1)" if s.n == 1 else f"{s.mean:.3g} ({s.lo:.3g}–{s.hi:.3g}, n={s.n})"
+
+
 def _phi_tokens(records: Mapping[str, Record]) -> Judgement:
-    """φ's mean weight on the fact's object/value tokens against the other tokens, in both worlds."""
+    """φ's mean weight on the fact's object/value tokens against the other tokens, in both worlds, run by run."""
     parts = []
     for name, kind, target in ((PHI_W, "evidence", "object"), (BIO, "phi_weights", "value")):
         rec = records[name]
-        g = gap(rec.values("mean_weight", kind=kind, tokens=target),
-                rec.values("mean_weight", kind=kind, tokens="other"))
-        j = one_seed_cap(ordered(g, claim=f"φ's mean weight on {target} tokens above the rest ({name})"), [rec])
-        parts.append(Judgement(j.verdict, j.reason, f"{target} {g.a.mean:.3g} vs other {g.b.mean:.2g} (n={g.a.n} φ)"))
-    share = records[PHI_W].select(kind="object_share")[0]
-    uniform, phi = (records[BIO].values("median", kind="value_share", weights=w)[0] for w in ("uniform", "phi"))
-    j = combine(parts, f"LAMA-CKL object share of a document's weight ≥ {share['min']:.2f}, median "
-                       f"{share['median']}; Biography value share {uniform:.3g} → {phi:.2g} (median)")
+        a, b = {"kind": kind, "tokens": target}, {"kind": kind, "tokens": "other"}
+        j, g = _over_runs(rec, "mean_weight", a, b, claim=f"φ's mean weight on {target} tokens above the rest "
+                                                            f"({name}, {_seeds(rec)})")
+        parts.append(Judgement(j.verdict, j.reason, f"{target} {_g(rec.values('mean_weight', **a))} vs other "
+                                                    f"{_g(rec.values('mean_weight', **b))}; {g.show(3)}"))
+    shares = records[PHI_W].select(kind="object_share")
+    uniform, phi = (records[BIO].values("median", kind="value_share", weights=w) for w in ("uniform", "phi"))
+    mins = " / ".join(f"{r['min']:.2g}" for r in shares)
+    j = combine(parts, f"LAMA-CKL object share of a document's weight: least per seed {mins}, median ≥ "
+                       f"{min(r['median'] for r in shares):.4g}; Biography median value share {_g(uniform)} under "
+                       f"uniform weights → {_g(phi)} under φ")
     return Judgement(j.verdict, j.reason, "; ".join(f"{t} {p.ours}" for t, p in zip(("LAMA-CKL", "Biography"), parts)))
 
 
+PHI_RUN, UNIFORM_RUN, PLAIN_RUN = "replay-all + TAALM φ", "replay-all + TWPPL w = 1", "replay-all"
+
+
 def _phi_vs_uniform(records: Mapping[str, Record]) -> Judgement:
-    """Replay-all with TWPPL under φ against TWPPL at w = 1 (the same loss, uniform weights) at step 400."""
+    """Replay-all with TWPPL under φ against TWPPL at w = 1 (the same loss, uniform weights) at the last step, run
+    by run; the w = 1 control against plain replay-all shows what TWPPL's normalisation alone does."""
     rec = records[BIO]
+    step = max(r["step"] for r in rec.select(kind="cpt", run=PHI_RUN))
     parts = []
     for metric in ("continual_hfta", "original_hfta"):
-        g = gap(rec.values(metric, run="replay-all + TAALM φ", step=400),
-                rec.values(metric, run="replay-all + TWPPL w = 1", step=400))
-        j = one_seed_cap(ordered(g, claim=f"φ above w = 1 on {metric}", digits=3), [rec])
+        j, g = _over_runs(rec, metric, {"kind": "cpt", "run": PHI_RUN, "step": step},
+                          {"kind": "cpt", "run": UNIFORM_RUN, "step": step},
+                          claim=f"φ above w = 1 on {metric} at step {step} ({_seeds(rec)})")
         parts.append(Judgement(j.verdict, j.reason, f"{metric} φ vs w = 1: {g.show(3)}"))
-    plain = rec.values("continual_hfta", run="replay-all", step=400)[0]
-    return combine(parts, f"plain replay-all {plain:.3f}: w = 1 alone changes nothing")
+    try:
+        ctrl = paired(rec.rows, "continual_hfta", {"kind": "cpt", "run": UNIFORM_RUN, "step": step},
+                      {"kind": "cpt", "run": PLAIN_RUN, "step": step}, by=("pt", "seed"))
+        note = f"w = 1 − plain replay-all on continual_hfta: {ctrl.show(3)}"
+    except ValueError:
+        note = "no plain replay-all run pairs with w = 1"
+    return combine(parts, note)
 
 
 def _untested(reason: str):
