@@ -71,7 +71,7 @@ def check(cfg: Config) -> list[str]:
     if problems:
         return problems
     try:
-        problems += table.check_docs(cfg.docs, rows)
+        problems += table.check_docs(cfg.docs, rows, records)
     except table.ClaimsError as err:
         problems.append(str(err))
     return problems
@@ -93,7 +93,7 @@ def command(cfg: Config) -> int:
     records = load_records(cfg.results)
     rows = table.derive(records)
     if cfg.write_docs:
-        for path in table.write_docs(cfg.docs, rows):
+        for path in table.write_docs(cfg.docs, rows, records):
             print(f"rewrote {path}")
     shown = [r for r in rows if cfg.paper in (None, r.claim.paper)]
     if cfg.out is not None:

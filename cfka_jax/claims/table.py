@@ -8,7 +8,10 @@ of
 
 * ``summary`` — per paper, the count of each verdict (empirical and lemma rows apart), then the headline findings;
 * ``table PAPER [empirical|lemma]`` — the paper's full table;
-* ``claim ID [ID ...]`` — the rows of the named claims (a results page puts them beside its explanation).
+* ``claim ID [ID ...]`` — the rows of the named claims (a results page puts them beside its explanation);
+* ``record NAME BY[,BY...] METRIC[,METRIC...] [KEY=VALUE ...]`` — a record's runs summarised per value of the factors BY
+  (rows selected by the KEY=VALUE pairs): per metric the mean and range over every run and, with several PT
+  models, each PT model's mean (:func:`record_markdown`), so a results page's numbers are the record's.
 
 :func:`check_docs` regenerates every block and names the file and line of each one that differs from what the
 records give; :func:`write_docs` rewrites them.
@@ -21,13 +24,14 @@ import json
 import pathlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from cfka_jax.claims.export import latex_escape
 from cfka_jax.claims.papers import PAPER_TITLES, PAPERS, PaperClaim, paper_claims
 from cfka_jax.claims.papers.lemmas import RECORD as LEMMA_RECORD
 from cfka_jax.claims.papers.lemmas import lemma_claims
 from cfka_jax.claims.results import Record
-from cfka_jax.claims.verdicts import VERDICTS, Judgement
+from cfka_jax.claims.verdicts import VERDICTS, Judgement, spread
 
 JSON_KEYS = ("id", "paper", "kind", "section", "statement", "paper_value", "paper_regime", "ours", "regime",
              "verdict", "reason", "seeds", "pt_replicates", "record", "records", "command", "explanation", "accelerator")
@@ -203,13 +207,78 @@ def summary_markdown(rows: Sequence[Row]) -> str:
 BLOCK = re.compile(r"<!-- claims:(?P<spec>[^>]*?) -->\n(?P<body>.*?)<!-- /claims -->", re.S)
 
 
-def render(spec: str, rows: Sequence[Row], where: str = "") -> str:
+def _value(text: str):
+    """A KEY=VALUE selection value: an integer or a number where it reads as one, else the string."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def record_markdown(rec: Record, by: Sequence[str], metrics: Sequence[str],
+                    where: Mapping[str, Any] | None = None) -> str:
+    """A record's runs per value of the factors ``by``: runs (PT models × seeds), then per metric ``mean (lo–hi)``
+    over every run and, with two or more PT models, ``PT m1 / m2 …`` (each PT model's mean, in label order).
+
+    Raises:
+      ClaimsError: no row selected, or no selected row has a metric (names the record).
+    """
+    selected = rec.select(**(where or {}))
+    if not selected:
+        raise ClaimsError(f"record {rec.name}: no row where {dict(where or {})}")
+    for m in metrics:
+        if not any(r.get(m) is not None for r in selected):
+            raise ClaimsError(f"record {rec.name}: no selected row has {m!r}")
+    def key(r):
+        return tuple(r.get(f) for f in by)
+
+    lines = ["| " + " | ".join([", ".join(by), "runs (PT × seeds)", *metrics]) + " |",
+             "|" + "---|" * (len(metrics) + 2)]
+    for value in dict.fromkeys(key(r) for r in selected):
+        runs = [r for r in selected if key(r) == value]
+        pts = sorted({str(r.get("pt")) for r in runs if r.get("pt") is not None})
+        seeds = {r.get("seed") for r in runs if r.get("seed") is not None}
+        cells = [", ".join("–" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in value),
+                 f"{len(runs)} ({len(pts) or 1} × {len(seeds) or 1})"]
+        for m in metrics:
+            vals = [float(r[m]) for r in runs if r.get(m) is not None]
+            if not vals:
+                cells.append("–")
+                continue
+            s = spread(vals)
+            cell = f"{s.mean:.1f}" if s.n == 1 else f"{s.mean:.1f} ({s.lo:.1f}–{s.hi:.1f})"
+            if len(pts) > 1:
+                means = [spread([float(r[m]) for r in runs if str(r.get("pt")) == pt and r.get(m) is not None])
+                         for pt in pts]
+                cell += "; PT " + " / ".join(f"{x.mean:.1f}" for x in means if x.n)
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |")
+    prov = rec.provenance
+    made = f"`{prov['command']}`" + (f" at {prov['commit']}" if prov.get("commit") else "")
+    return "\n".join(lines + ["", f"From `results/{rec.name}.json` ({rec.origin}): {made}."])
+
+
+def render(spec: str, rows: Sequence[Row], where: str = "",
+           records: Mapping[str, Record] | None = None) -> str:
     """The Markdown of one generated block (see the module docstring for ``spec``).
 
     Raises:
-      ClaimsError: an unknown spec, paper, kind or claim id (named with ``where``).
+      ClaimsError: an unknown spec, paper, kind, claim id or record (named with ``where``).
     """
     words = spec.split()
+    if words and words[0] == "record":
+        if len(words) < 4 or any("=" not in w for w in words[4:]):
+            raise ClaimsError(f"{where}: block 'claims:{spec}': expected record NAME BY METRIC[,METRIC...] "
+                              "[KEY=VALUE ...]")
+        if records is None or words[1] not in records:
+            raise ClaimsError(f"{where}: block 'claims:{spec}' names no record results/{words[1]}.json")
+        sel = {k: _value(v) for k, v in (w.split("=", 1) for w in words[4:])}
+        try:
+            return record_markdown(records[words[1]], words[2].split(","), words[3].split(","), sel)
+        except ClaimsError as err:
+            raise ClaimsError(f"{where}: block 'claims:{spec}': {err}") from err
     if words == ["summary"]:
         return summary_markdown(rows)
     if words and words[0] == "table" and len(words) in (2, 3) and words[1] in PAPERS:
@@ -224,13 +293,13 @@ def render(spec: str, rows: Sequence[Row], where: str = "") -> str:
             raise ClaimsError(f"{where}: block 'claims:{spec}' names no registered claim {', '.join(unknown)}")
         return to_markdown([by_id[w] for w in words[1:]])
     raise ClaimsError(f"{where}: unknown generated block 'claims:{spec}' (summary | table PAPER [KIND] | "
-                      "claim ID ...)")
+                      "claim ID ... | record NAME BY METRICS [KEY=VALUE ...])")
 
 
-def _blocks(text: str, rows: Sequence[Row], name: str):
+def _blocks(text: str, rows: Sequence[Row], name: str, records: Mapping[str, Record] | None):
     for m in BLOCK.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
-        yield m, line, render(m.group("spec").strip(), rows, f"{name}, line {line}") + "\n"
+        yield m, line, render(m.group("spec").strip(), rows, f"{name}, line {line}", records) + "\n"
 
 
 def doc_files(root: str | pathlib.Path) -> list[pathlib.Path]:
@@ -239,19 +308,21 @@ def doc_files(root: str | pathlib.Path) -> list[pathlib.Path]:
     return [p for p in [root / "README.md", *sorted((root / "docs").rglob("*.md"))] if p.is_file()]
 
 
-def check_docs(root: str | pathlib.Path, rows: Sequence[Row]) -> list[str]:
+def check_docs(root: str | pathlib.Path, rows: Sequence[Row],
+               records: Mapping[str, Record] | None = None) -> list[str]:
     """One message per generated block that differs from the records (file, line, block), [] when all agree."""
     problems = []
     for path in doc_files(root):
         text = path.read_text(encoding="utf-8")
-        for m, line, body in _blocks(text, rows, str(path)):
+        for m, line, body in _blocks(text, rows, str(path), records):
             if m.group("body") != body:
                 problems.append(f"{path}, line {line}: generated block 'claims:{m.group('spec').strip()}' differs "
                                 "from what the records give (run `cfka claims --write-docs`)")
     return problems
 
 
-def write_docs(root: str | pathlib.Path, rows: Sequence[Row]) -> list[pathlib.Path]:
+def write_docs(root: str | pathlib.Path, rows: Sequence[Row],
+               records: Mapping[str, Record] | None = None) -> list[pathlib.Path]:
     """Rewrites every generated block from the records; returns the files that changed."""
     from cfka_jax.jsonio import write_text_atomic
 
@@ -259,7 +330,7 @@ def write_docs(root: str | pathlib.Path, rows: Sequence[Row]) -> list[pathlib.Pa
     for path in doc_files(root):
         text = path.read_text(encoding="utf-8")
         new, pos = [], 0
-        for m, _line, body in _blocks(text, rows, str(path)):
+        for m, _line, body in _blocks(text, rows, str(path), records):
             new += [text[pos:m.start("body")], body]
             pos = m.end("body")
         new.append(text[pos:])

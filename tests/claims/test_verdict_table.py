@@ -63,6 +63,35 @@ def test_pt_model_and_timing_records_do_not_count_as_seeds(units, seeds):
     assert table.judge(claim, recs).seeds == seeds
 
 
+def _runs_record():
+    prov = {"docs_file": "d.md", "docs_commit": "0" * 40, "command": "make it", "date": "2026-12-07",
+            "seeds": [0, 1], "pt_replicates": ["s0", "s1"]}
+    rows = [{"kind": k, "pt": pt, "seed": seed, "acc": base + 10 * (pt == "s1") + seed, "lam": lam}
+            for k, base, lam in (("a", 10.0, None), ("b", 50.0, 1e6)) for pt in ("s0", "s1") for seed in (0, 1)]
+    return Record("p/runs", "transcribed", prov, {}, tuple(rows))
+
+
+def test_a_record_block_summarises_runs_per_factor_with_each_pt_models_mean():
+    text = table.render("record p/runs kind,lam acc", [], "page.md", {"p/runs": _runs_record()})
+    lines = text.splitlines()
+    assert lines[0] == "| kind, lam | runs (PT × seeds) | acc |"
+    assert lines[2] == "| a, – | 4 (2 × 2) | 15.5 (10.0–21.0); PT 10.5 / 20.5 |"
+    assert lines[3] == "| b, 1e+06 | 4 (2 × 2) | 55.5 (50.0–61.0); PT 50.5 / 60.5 |"
+    assert "`make it`" in lines[-1] and "results/p/runs.json" in lines[-1]
+    one = table.render("record p/runs kind acc pt=s1 seed=0", [], "page.md", {"p/runs": _runs_record()})
+    assert "| a | 1 (1 × 1) | 20.0 |" in one
+
+
+@pytest.mark.parametrize("spec, message", [("record p/none kind acc", "names no record"),
+                                           ("record p/runs kind", "expected record NAME"),
+                                           ("record p/runs kind nope", "no selected row has 'nope'"),
+                                           ("record p/runs kind acc pt=s9", "no row where")])
+def test_a_bad_record_block_is_named(spec, message):
+    with pytest.raises(table.ClaimsError, match=message) as err:
+        table.render(spec, [], "docs/page.md, line 3", {"p/runs": _runs_record()})
+    assert "docs/page.md, line 3" in str(err.value)
+
+
 def test_the_checkout_passes_its_own_check():
     assert check(Config(results=str(ROOT / "results"), docs=str(ROOT))) == []
 
