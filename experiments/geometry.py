@@ -82,7 +82,7 @@ HELP = {  # the help of fields whose docstring is a class-level paragraph
     "topk": "prediction_topk of the topk_unique vocabulary", "fraction": "fraction of the pool kept",
     "seeds": "seeds, e.g. 0,1,2 (empty: the scale's; seed 0 into --out where a scale has none)",
     "record": "write the produced record results/token-force/NAME.json as seeds finish (attribution, energy, "
-    "coldstart, erosion, transmission --world ood)", "results": "the folder of the result records (with --record)",
+    "coldstart, erosion, lds, transmission)", "results": "the folder of the result records (with --record)",
     "cache_dir": "where generated worlds and packs are cached",
     "resets": "resets swept, e.g. none,readout", "sft_lr": "AdamW learning rate of the plasticity fine-tunes",
     "world": "biography: Biography PT/CPT; ood: long CPT on a fact domain, out-of-domain probe tasks",

@@ -142,3 +142,11 @@ def rounded(x: float | None, digits: int = 4) -> float | None:
     if x is None or not math.isfinite(float(x)):
         return None
     return round(float(x), digits)
+
+
+def significant(x: float | None, digits: int = 6) -> float | None:
+    """A float kept to ``digits`` significant digits for a record (None stays None, a non-finite value becomes
+    None): small values such as R ≈ 0.02 keep their precision, unlike :func:`rounded`'s fixed decimals."""
+    if x is None or not math.isfinite(float(x)):
+        return None
+    return float(f"{float(x):.{digits}g}")

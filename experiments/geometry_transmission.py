@@ -19,6 +19,14 @@
 Writes ``transmission.json`` / ``transmission.md``, ``transmission_R.png`` (R over CPT steps per probe set) and
 ``reset_gain_vs_drop.png``. The CPT checkpoints are also saved as ``snapshots/step_<k>.npz``, so a rerun in the
 same ``--out`` resumes PT and CPT from their run folders and redoes only the sweep.
+
+Seeds and the record (``experiments/geometry_record.py``): seed k trains its own PT and CPT models (initialisation
+and batch order from k; the world is the preset's), into ``<out>/seed<k>/`` with ``--seeds``, else seed 0 into
+``<out>``. A finished seed leaves ``transmission_rows.json`` (:func:`record_rows`) and is not run again for the same
+config and regime. With ``--record NAME`` the produced record ``token-force/NAME`` is rewritten after every finished
+seed: per seed the PT model's quality (kind ``pt``), R per probe set at every evaluated CPT step (``R``), the SFT
+outcome per checkpoint, reset and task (``sft``) and the drop-vs-gain Spearman statistics (``rho``), in the columns
+of the transcribed one-seed record ``token-force/transmission_biography``, so the rules read both.
 """
 
 from __future__ import annotations
@@ -70,9 +78,10 @@ class TransmissionConfig:
     drop-vs-gain statistic); ``paper_last4`` is the literal-named top-(L − 1) reset on a model under 4 blocks.
     ``world``: ``biography`` (PT/CPT on Biography people, probes = the PT people's facts) or ``ood`` (PT on
     out-of-domain rule tasks, long CPT on a fact domain, probes = those tasks; ``geometry_transmission_ood``);
-    ``seeds``: the ``ood`` world's seeds (empty: the scale's); ``record``: with ``world='ood'``, the produced
-    record ``token-force/<record>`` under ``results``, rewritten after every finished seed (one row per seed,
-    task, checkpoint and reset; ``geometry_transmission_ood.record_rows``)."""
+    ``seeds``: the seeds (empty: the ``ood`` scale's, or seed 0 into ``out`` for ``biography``); ``record``: the
+    produced record ``token-force/<record>`` under ``results``, rewritten after every finished seed (``biography``:
+    :func:`record_rows`; ``ood``: one row per seed, task, checkpoint and reset,
+    ``geometry_transmission_ood.record_rows``)."""
 
     scale: str = "smoke"
     arch: str = "qwen"
@@ -97,9 +106,6 @@ class TransmissionConfig:
             raise ValueError(f"seeds must be non-negative integers, got {self.seeds}")
         geometry_record.check_seeds(self.seeds)
         geometry_record.check_record_name(self.record)
-        if self.record and self.world != "ood":
-            raise ValueError("--record writes the ood world's record (--world ood); the biography world's record "
-                             "(token-force/transmission_biography) is transcribed from its one-seed run")
 
 
 def checkpoints(total: int) -> list[int]:
@@ -149,19 +155,21 @@ def _load_snapshots(store: dict, steps: list[int], folder: pathlib.Path) -> None
                                 for k, a in arrays.items()})
 
 
-def _cpt(cfg, s, bundle, probes):
+def _cpt(cfg, s, bundle, probes, seed: int, out: pathlib.Path):
+    """PT and naive CPT of seed ``seed`` in ``out/pt`` and ``out/cpt`` (resumed from there), the CPT parameters at
+    the checkpoints in ``out/snapshots``."""
     from cfka_jax.runs.biography import continual, pretrain
     from cfka_jax.runs.presets import BIOGRAPHY
     from cfka_jax.runs.specs import CPTSpec, PTSpec
 
-    out = pathlib.Path(cfg.out)
     pt = pretrain(PTSpec(preset=s.bio_preset, out=str(out / "pt"), arch=cfg.arch, cache_dir=cfg.cache_dir,
-                         progress=False), bundle)
+                         seed=seed, progress=False), bundle)
     steps = checkpoints(BIOGRAPHY[s.bio_preset].cpt.steps)
     every = math.gcd(*steps)
     snaps: dict = {}
     cpt = continual(CPTSpec(preset=s.bio_preset, out=str(out / "cpt"), method="naive", arch=cfg.arch,
-                            pt_dir=str(out / "pt"), cache_dir=cfg.cache_dir, progress=False, eval_every=every),
+                            pt_dir=str(out / "pt"), cache_dir=cfg.cache_dir, seed=seed, progress=False,
+                            eval_every=every),
                     pt=pt, data=bundle, extra_evaluators={"transmission": transmission_evaluator(probes),
                                                           "snapshots": _snapshots(snaps, steps, out / "snapshots")})
     _load_snapshots(snaps, steps, out / "snapshots")
@@ -187,21 +195,21 @@ def _sweep_cache(folder: pathlib.Path, sft: SFTConfig) -> tuple[pathlib.Path, di
     return path, cells
 
 
-def _sweep(pt, snaps, steps, probes, train, cfg, s):
-    """{(checkpoint, reset, task): curve}; every finished (checkpoint, reset) cell is saved to ``sweep.json``, so a
-    rerun in the same ``--out`` resumes the sweep. The base model (checkpoint 0) gets ``none`` only: a reset of
+def _sweep(pt, snaps, steps, probes, train, cfg, s, out: pathlib.Path):
+    """{(checkpoint, reset, task): curve}; every finished (checkpoint, reset) cell is saved to ``out/sweep.json``,
+    so a rerun in the same folder resumes the sweep. The base model (checkpoint 0) gets ``none`` only: a reset of
     the base model towards itself is the base model."""
     model_cls, model_cfg = type(pt.model()), pt.model().cfg
     base = jax.tree.map(np.asarray, nnx.to_pure_dict(pt.params))
     sft = SFTConfig(steps=s.sft_task_steps, lr=cfg.sft_lr)
     trainer = Trainer(sft)
-    path, out = _sweep_cache(pathlib.Path(cfg.out), sft)
+    path, cells = _sweep_cache(out, sft)
     nets: dict = {}
     table = resets_for(model_cfg.num_hidden_layers)
     for c in [0, *steps]:
         params_c = base if c == 0 else snaps[c]
         for name in (("none",) if c == 0 else cfg.resets):
-            if all((c, name, task) in out for task in train):
+            if all((c, name, task) in cells for task in train):
                 continue
             cfg_r, p_r = reset(params_c, base, model_cfg, model_cfg, table[name])
             arch = repr(cfg_r)  # one graph (and one compiled step) per architecture: tied or untied head
@@ -209,11 +217,11 @@ def _sweep(pt, snaps, steps, probes, train, cfg, s):
                 g, _, rest = nnx.split(build(model_cls, cfg_r, p_r), nnx.Param, ...)
                 nets[arch] = (g, rest)
             for task in train:
-                out[(c, name, task)] = trainer.curve(*nets[arch], p_r, train[task], probes[task])
-            jsonio.write_json_atomic(path, {"sft": dataclasses.asdict(sft), "cells": [[*k, v] for k, v in out.items()]})
+                cells[(c, name, task)] = trainer.curve(*nets[arch], p_r, train[task], probes[task])
+            jsonio.write_json_atomic(path, {"sft": dataclasses.asdict(sft), "cells": [[*k, v] for k, v in cells.items()]})
             print(f"[transmission] checkpoint {c}, reset {name}: mean plasticity "
-                  f"{np.mean([out[(c, name, t)]['plast'] for t in train]):.4f}", flush=True)
-    return out
+                  f"{np.mean([cells[(c, name, t)]['plast'] for t in train]):.4f}", flush=True)
+    return cells
 
 
 def _correlations(r_at, curves, steps, tasks, resets):
@@ -254,7 +262,9 @@ def _plots(out, r_at, corr):
     save_plot(fig, out, "reset_gain_vs_drop")
 
 
-def run_transmission(cfg: TransmissionConfig) -> dict:
+def run_transmission(cfg: TransmissionConfig):
+    """The study of ``cfg``: the ``ood`` world's (``geometry_transmission_ood.run_ood``), or the Biography world's
+    seeds (finished ones resumed), returning their rows files (``geometry_record.run_study``)."""
     if cfg.world == "ood":
         from cfka_jax.experiments.geometry_transmission_ood import run_ood
 
@@ -266,13 +276,45 @@ def run_transmission(cfg: TransmissionConfig) -> dict:
     preset = BIOGRAPHY[s.bio_preset]
     bundle = build_data(preset.data_config(), cfg.cache_dir)
     probes, train = probe_sets(bundle, preset.eval_batch)
-    pt, cpt, snaps, steps = _cpt(cfg, s, bundle, probes)
+    regime = bio_regime(cfg, s, bundle)
+    return geometry_record.run_study("transmission", cfg,
+                                     lambda seed, out: _bio_seed(cfg, s, bundle, probes, train, seed, out), regime)
+
+
+def bio_regime(cfg: TransmissionConfig, s, bundle) -> dict:
+    """What a Biography seed runs, resolved from the scale (the record's regime; a seed finished under another
+    regime runs again)."""
+    from cfka_jax.runs.biography import build_model
+    from cfka_jax.runs.presets import BIOGRAPHY
+
+    p = BIOGRAPHY[s.bio_preset]
+    model = nnx.eval_shape(lambda: build_model(p, cfg.arch, len(bundle.tokenizer), 0))
+    params = sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+    head = "tied head" if getattr(model.cfg, "tie_word_embeddings", False) else "untied head"
+    world = bundle.config.bio
+    return {"model": f"{cfg.arch} port ({head}), Biography preset {p.name}: d = {p.model.hidden}, "
+                     f"{p.model.layers} blocks",
+            "params": f"{params:,}",
+            "pt_quality": "rows of kind pt: the PT model's Original hFTA / sFTA (the PT people's test biographies) "
+                          "before CPT and after it, per seed",
+            "world": f"{world.num_pt_people} PT + {world.num_cpt_people} CPT people (world seed {world.seed}; seed "
+                     "k draws the models' initialisation and batch order); probes task_<attr> (PT people's test "
+                     "biography no. 1), original (no. 2), bio (CPT people, in domain); SFT on no. 0",
+            "dose": f"PT {p.pt.steps} AdamW steps; naive CPT {p.cpt.steps} steps (lr {p.cpt.peak_lr:g} → "
+                    f"{p.cpt.min_lr:g}, batch {p.cpt.batch} × {bundle.config.seq_len}), checkpoints "
+                    f"{', '.join(map(str, checkpoints(p.cpt.steps)))}; SFT {s.sft_task_steps} AdamW steps (lr "
+                    f"{cfg.sft_lr:g}) per task from each checkpoint, resets {' / '.join(cfg.resets)}"}
+
+
+def _bio_seed(cfg: TransmissionConfig, s, bundle, probes, train, seed: int, out: pathlib.Path) -> list[dict]:
+    """One Biography seed into ``out``: PT, CPT, the plasticity sweep, its tables and plots; returns its record
+    rows (:func:`record_rows`)."""
+    pt, cpt, snaps, steps = _cpt(cfg, s, bundle, probes, seed, out)
     r_at = _r_table(cpt.history, probes)
-    curves = _sweep(pt, snaps, steps, probes, train, cfg, s)
+    curves = _sweep(pt, snaps, steps, probes, train, cfg, s, out)
     resets = list(cfg.resets)
     corr = _correlations(r_at, curves, steps, list(train), resets)
-    out = pathlib.Path(cfg.out)
-    result = {"config": dataclasses.asdict(cfg), "checkpoints": steps, "R": r_at, "correlations": corr,
+    result = {"config": dataclasses.asdict(cfg), "seed": seed, "checkpoints": steps, "R": r_at, "correlations": corr,
               "sft": [{"checkpoint": c, "reset": r, "task": t, **v} for (c, r, t), v in curves.items()],
               "cpt_final": {k: v for k, v in cpt.final.items() if isinstance(v, (int, float))}}
     jsonio.write_json_atomic(out / "transmission.json", result, portable=True, indent=1)
@@ -284,6 +326,38 @@ def run_transmission(cfg: TransmissionConfig) -> dict:
         ["checkpoint", "reset", "plasticity"], plast)
     body += "\nTransmission drop vs reset gain (Spearman):\n\n" + markdown_table(
         ["statistic", "ρ", "p", "n"], [[k, v["rho"], v["p"], v["n"]] for k, v in corr.items()])
-    write_markdown(out, "transmission", "Readout transmission, resets and plasticity (Biography CPT)", body)
+    write_markdown(out, "transmission", f"Readout transmission, resets and plasticity (Biography CPT, seed {seed})",
+                   body)
     _plots(out, r_at, corr)
-    return result
+    return record_rows(seed, r_at, curves, corr, pt.final, cpt.final)
+
+
+PT_QUALITY = {"original_hfta": "Original/hFTA", "original_sfta": "Original/sFTA"}
+"""The ``pt`` row's columns: the PT people's held-out FTA (``runs/biography``'s final metrics), before CPT and
+(``cpt_`` prefix) after it."""
+
+
+def record_rows(seed: int, r_at: dict, curves: dict, corr: dict, pt_final: dict, cpt_final: dict) -> list[dict]:
+    """The record rows of one finished Biography seed, in the columns of the transcribed one-seed record:
+
+    * ``pt``: the PT model's Original hFTA / sFTA before CPT (``original_*``) and after it (``cpt_original_*``);
+    * ``R``: ``r_mean`` (R_mean) per ``probe`` at every evaluated ``cpt_step`` (0 = the PT model);
+    * ``sft``: per ``cpt_step`` (0 = the PT model, reset ``none`` only), ``reset`` and ``task``: ``l0``,
+      ``l_final``, ``l_min`` and ``plasticity`` = l0 − l_final of the task's probe;
+    * ``rho``: per ``statistic`` (``rho_task`` / ``rho_bio`` / ``rho_pooled``), ``reset`` and ``loss``: the
+      Spearman ``rho`` of drop vs gain over the seed's (task, checkpoint) points, its ``p`` and ``n``.
+
+    Values keep 6 significant digits (a non-finite one is null)."""
+    sig = geometry_record.significant
+    pt = {"kind": "pt", "seed": seed, **{k: sig(pt_final[m]) for k, m in PT_QUALITY.items()},
+          **{f"cpt_{k}": sig(cpt_final[m]) for k, m in PT_QUALITY.items()}}
+    rows = [pt, *({"kind": "R", "seed": seed, "cpt_step": int(c), "probe": p, "r_mean": sig(v)}
+                  for c in sorted(r_at) for p, v in r_at[c].items())]
+    rows += [{"kind": "sft", "seed": seed, "cpt_step": int(c), "reset": name, "task": task, "l0": sig(v["L0"]),
+              "l_final": sig(v["L_final"]), "l_min": sig(v["L_min"]), "plasticity": sig(v["plast"])}
+             for (c, name, task), v in sorted(curves.items())]
+    for key, v in corr.items():
+        statistic, reset_name, loss = key.split("/")
+        rows.append({"kind": "rho", "seed": seed, "statistic": statistic, "reset": reset_name, "loss": loss,
+                     "rho": sig(v["rho"]), "p": sig(v["p"]), "n": int(v["n"])})
+    return rows

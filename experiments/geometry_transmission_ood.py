@@ -270,9 +270,7 @@ def _cached_seed(out, s: OODScale, seed: int, resets, sft_lr: float) -> dict:
     return run
 
 
-def _sig(x: float) -> float:
-    """A finite float kept to 6 significant digits for a record."""
-    return float(f"{float(x):.6g}")
+_sig = geometry_record.significant
 
 
 def record_rows(seed: int, run: dict, checkpoints, resets) -> list[dict]:

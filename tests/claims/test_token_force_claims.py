@@ -166,6 +166,57 @@ def test_reset_gain_on_the_known_tasks_and_the_biography_record():
     # OOD gains apart from 0 at every seed (readout 5, last4 2.5); the Biography record is one run a side
     assert j.verdict == "partly" and "OOD gain readout longform at step 5: +5.00 / +5.00 / +5.00" in j.ours
     assert "OOD gain last4 longform" in j.ours and "ident_a" not in j.ours and "ident_a left out" in j.reason
+    assert "Biography gain (readout) at step 400: 0.130 (n=1) vs 0.090 (n=1), +0.040, one run" in j.ours
+
+
+def bio_produced(gains_by_seed, tasks=("task_major", "task_company")):
+    """A produced Biography record (``cfka geometry transmission --seeds ... --record``): per seed and task, SFT
+    rows at checkpoints 200 and 400 (the last); at 400 reset readout ends ``gains[seed][task]`` below none."""
+    rows = []
+    for seed, gains in enumerate(gains_by_seed):
+        rows.append({"kind": "pt", "seed": seed, "original_hfta": 0.9})
+        for c in (0, 200, 400):
+            rows += [{"kind": "R", "seed": seed, "cpt_step": c, "probe": t, "r_mean": 0.8} for t in tasks]
+            for reset in (("none",) if c == 0 else ("none", "readout")):
+                for t, g in zip(tasks, gains):
+                    cut = g if reset == "readout" and c == 400 else 0.0
+                    rows.append({"kind": "sft", "seed": seed, "cpt_step": c, "reset": reset, "task": t, "l0": 2.0,
+                                 "l_final": 1.0 - cut, "l_min": 1.0 - cut, "plasticity": 1.0 + cut})
+    prov = {"commit": "0" * 40, "command": "cfka geometry transmission --record transmission_biography",
+            "config": {}, "seeds": list(range(len(gains_by_seed))), "pt_replicates": [], "machine": "m", "date": "d",
+            "wall_s": 1.0, "cpu_s": 1.0}
+    return Record(r.T_BIO, "produced", prov, {"model": "m"}, tuple(rows))
+
+
+@pytest.mark.parametrize("gains, verdict, shown", [
+    ([(0.04, 0.02)] * 3, "holds", "+0.030 (+0.030 … +0.030, 3 pairs: every pair the same sign)"),
+    ([(0.04, 0.02), (0.05, 0.01), (0.02, -0.04)], "partly", "pairs of both signs"),  # seed 2 lacks the gain
+    ([(0.04, 0.02), (0.05, 0.03)], "partly", "at step 400: 1.000 (1.000–1.000, n=2) vs 0.965 (0.960–0.970, n=2), "
+                                             "+0.035, apart"),  # apart, but two seeds
+])
+def test_reset_gain_judges_a_produced_biography_record_per_seed(gains, verdict, shown):
+    """With ≥ 3 seeds of Biography rows the gain (mean over the tasks) counts only when every seed has it; two
+    seeds are two sides, and a verdict beyond partly needs three seeds in both records."""
+    j = rule("token-force.reset-gain", ood_record([[1, 2, 3, 4, 5]] * 3), bio_produced(gains))
+    assert j.verdict == verdict, j
+    assert shown in j.ours
+    if len(gains) == 2:
+        assert "2 of the 3 seeds" in j.reason and "Biography gain (readout) at step 400" in j.ours
+    else:
+        assert "Biography gain (readout, mean over the tasks) per seed at step 400: paired difference" in j.ours
+
+
+def test_reset_gain_refuses_a_biography_seed_without_both_resets():
+    from cfka_jax.claims.papers import token_force_transmission as tr
+
+    bio = bio_produced([(0.04, 0.02)] * 3)
+    lame = Record(bio.name, bio.origin, bio.provenance, bio.regime, tuple(
+        row for row in bio.rows if not (row["seed"] == 1 and row.get("reset") == "readout"
+                                        and row.get("task") == "task_company")))
+    with pytest.raises(ValueError, match=r"transmission_biography: seed 1 at CPT step 400 holds reset 'none' on "
+                                         r"tasks \['task_major', 'task_company'\] and 'readout' on \['task_major'\]"):
+        tr.bio_losses(lame)
+    assert tr.bio_losses(bio) == (400, {"none": {0: 1.0, 1: 1.0, 2: 1.0}, "readout": {0: 0.97, 1: 0.97, 2: 0.97}})
 
 
 def energy_record(new_acc, seeds=(0,)):

@@ -102,13 +102,27 @@ def test_smoke_runs_write_tables_and_plots(tmp_path, command, extra, files):
 
 @pytest.mark.slow
 def test_transmission_smoke(tmp_path):
-    out = tmp_path / "transmission"
+    from cfka_jax.claims.papers import token_force_transmission as tr
+    from cfka_jax.claims.results import load_records
+
+    out, results = tmp_path / "transmission", tmp_path / "results"
     assert geometry.main(["transmission", "--scale", "smoke", "--out", str(out), "--cache-dir",
-                          str(tmp_path / "cache")]) == 0
+                          str(tmp_path / "cache"), "--record", "t_bio", "--results", str(results)]) == 0
     data = json.loads((out / "transmission.json").read_text())
     assert data["checkpoints"] == [1, 2, 6] and set(data["R"]) == {"0", "1", "2", "3", "4", "5", "6"}
     assert data["correlations"]["rho_task/readout/L_final"]["n"] == 15
     assert (out / "transmission_R.png").stat().st_size > 10_000
+    rec = load_records(results)["token-force/t_bio"]  # seed 0 into --out: the record's rows are its numbers
+    assert rec.provenance["seeds"] == [0] and (out / "transmission_rows.json").exists()
+    assert len(rec.select(kind="R")) == 7 * 7 and len(rec.select(kind="sft")) == 5 * (1 + 3 * 4)
+    for cell in data["sft"]:
+        (row,) = rec.select(kind="sft", cpt_step=cell["checkpoint"], reset=cell["reset"], task=cell["task"])
+        assert row["l_final"] == float(f"{cell['L_final']:.6g}") and row["l0"] == float(f"{cell['L0']:.6g}")
+    (row,) = rec.select(kind="R", cpt_step=6, probe="bio")
+    assert row["r_mean"] == float(f"{data['R']['6']['bio']:.6g}")
+    (pt,) = rec.select(kind="pt")
+    assert 0.0 <= pt["original_hfta"] <= 1.0 and pt["cpt_original_hfta"] is not None
+    assert tr.bio_losses(rec)[0] == 6  # the rule reads the produced record
 
 
 def test_sweep_cache_resumes_only_the_same_sft_config(tmp_path):
@@ -203,13 +217,91 @@ def test_transmission_ood_smoke(tmp_path):
     assert load_records(results)["token-force/t_ood"].rows == rec.rows
 
 
-def test_transmission_record_is_the_ood_worlds_and_a_plain_name():
-    with pytest.raises(ValueError, match="--record writes the ood world's record"):
-        geometry.configs(["transmission", "--record", "t"])
+def test_transmission_record_is_a_plain_name_in_either_world():
     with pytest.raises(ValueError, match="--record must be a plain name"):
         geometry.configs(["transmission", "--world", "ood", "--record", "../t"])
-    _, cfg = geometry.configs(["transmission", "--world", "ood", "--record", "t", "--results", "r"])
-    assert (cfg.record, cfg.results) == ("t", "r")
+    for world in ("ood", "biography"):
+        _, cfg = geometry.configs(["transmission", "--world", world, "--record", "t", "--results", "r"])
+        assert (cfg.record, cfg.results, cfg.world) == ("t", "r", world)
+
+
+def _bio_seed_result(seed):
+    """What one Biography seed measures, made up: R per probe at CPT steps 0, 1, 2; SFT curves from the base model
+    (none) and checkpoints 1, 2 (none, readout) on two tasks; one ρ row that is NaN (too few points)."""
+    r_at = {c: {"task_major": 0.5 + 0.1 * c, "bio": 0.02 / (c + 1)} for c in (0, 1, 2)}
+    curves = {}
+    for c in (0, 1, 2):
+        for reset in (("none",) if c == 0 else ("none", "readout")):
+            for t in ("task_major", "task_company"):
+                final = 1.0 + 0.1 * c - (0.05 * c if reset == "readout" else 0.0) + 0.01 * seed
+                curves[(c, reset, t)] = {"L0": 2.0 + c, "L_final": final, "L_min": final - 0.01,
+                                         "plast": 2.0 + c - final}
+    corr = {"rho_task/readout/L_final": {"rho": 0.5, "p": 0.25, "n": 4},
+            "rho_bio/readout/L_min": {"rho": float("nan"), "p": float("nan"), "n": 4}}
+    return r_at, curves, corr, {"Original/hFTA": 0.875, "Original/sFTA": 0.75}, {"Original/hFTA": 0.25,
+                                                                                   "Original/sFTA": 0.3333333333}
+
+
+def test_transmission_bio_record_rows_of_a_finished_seed():
+    from cfka_jax.experiments.geometry_transmission import record_rows
+
+    rows = record_rows(4, *_bio_seed_result(4))
+    assert {r["seed"] for r in rows} == {4} and [r["kind"] for r in rows].count("pt") == 1
+    assert rows[0] == {"kind": "pt", "seed": 4, "original_hfta": 0.875, "original_sfta": 0.75,
+                       "cpt_original_hfta": 0.25, "cpt_original_sfta": 0.333333}
+    r_rows = [r for r in rows if r["kind"] == "R"]
+    assert len(r_rows) == 3 * 2 and {"kind": "R", "seed": 4, "cpt_step": 1, "probe": "bio", "r_mean": 0.01} in r_rows
+    sft = [r for r in rows if r["kind"] == "sft"]
+    assert len(sft) == 2 * (1 + 2 * 2)  # tasks × (base + checkpoints × resets)
+    row = next(r for r in sft if (r["cpt_step"], r["reset"], r["task"]) == (2, "readout", "task_company"))
+    assert row == {"kind": "sft", "seed": 4, "cpt_step": 2, "reset": "readout", "task": "task_company",
+                   "l0": 4.0, "l_final": 1.14, "l_min": 1.13, "plasticity": 2.86}
+    rho = [r for r in rows if r["kind"] == "rho"]
+    assert rho == [{"kind": "rho", "seed": 4, "statistic": "rho_task", "reset": "readout", "loss": "L_final",
+                    "rho": 0.5, "p": 0.25, "n": 4},
+                   {"kind": "rho", "seed": 4, "statistic": "rho_bio", "reset": "readout", "loss": "L_min",
+                    "rho": None, "p": None, "n": 4}]
+
+
+def test_transmission_bio_record_as_seeds_finish(tmp_path, monkeypatch):
+    """--world biography --seeds 0,1 --record: the record is rewritten after each seed from the seeds' rows files
+    (seed 1 starts with seed 0 in it), with the command, config, seeds and seconds; a rerun keeps the finished
+    seeds and a longer seed list runs only the new one. The seeds themselves are made up (a real one is the slow
+    smoke test below)."""
+    from cfka_jax.claims.results import load_records
+    from cfka_jax.experiments import geometry_transmission as gt
+
+    out, results = tmp_path / "bio", tmp_path / "results"
+    ran = []
+
+    def fake_seed(cfg, s, bundle, probes, train, seed, seed_dir):
+        assert seed_dir == out / f"seed{seed}" and set(probes) == set(train) | {"bio", "original"}
+        held = load_records(results)["token-force/t_bio"].provenance["seeds"] if ran else []
+        assert held == ran  # the record already holds every seed finished before this one
+        ran.append(seed)
+        return gt.record_rows(seed, *_bio_seed_result(seed))
+
+    monkeypatch.setattr(gt, "_bio_seed", fake_seed)
+    argv = ["transmission", "--scale", "smoke", "--resets", "none,readout", "--out", str(out), "--cache-dir",
+            str(tmp_path / "cache"), "--record", "t_bio", "--results", str(results)]
+    assert geometry.main([*argv, "--seeds", "0,1"]) == 0 and ran == [0, 1]
+    rec = load_records(results)["token-force/t_bio"]
+    prov = rec.provenance
+    assert rec.origin == "produced" and prov["seeds"] == prov["seeds_planned"] == [0, 1]
+    assert prov["command"] == (f"cfka geometry transmission --scale smoke --cache-dir {tmp_path / 'cache'} "
+                               f"--resets none,readout --seeds 0,1 --out {out} --record t_bio --results {results}")
+    assert prov["config"]["resets"] == ["none", "readout"] and "seeds" not in prov["config"]
+    assert set(prov["seed_seconds"]) == {"0", "1"} and prov["wall_s"] >= 0 and prov["cpu_s"] >= 0
+    assert set(rec.regime) == {"model", "params", "pt_quality", "world", "dose"}
+    assert "d = 32, 2 blocks" in rec.regime["model"] and "resets none / readout" in rec.regime["dose"]
+    assert rec.rows == tuple(gt.record_rows(0, *_bio_seed_result(0)) + gt.record_rows(1, *_bio_seed_result(1)))
+    rows_file = json.loads((out / "seed1" / "transmission_rows.json").read_text())
+    assert rows_file["seed"] == 1 and rows_file["regime"] == rec.regime
+    assert geometry.main([*argv, "--seeds", "0,1"]) == 0 and ran == [0, 1]  # both finished: nothing runs
+    assert load_records(results)["token-force/t_bio"].rows == rec.rows
+    assert geometry.main([*argv, "--seeds", "0,1,2"]) == 0 and ran == [0, 1, 2]
+    assert load_records(results)["token-force/t_bio"].provenance["seeds"] == [0, 1, 2]
+    assert geometry.main([*argv, "--seeds", "0", "--sft-lr", "0.01"]) == 0 and ran == [0, 1, 2, 0]  # another config
 
 
 def test_transmission_record_rows_of_a_finished_seed():

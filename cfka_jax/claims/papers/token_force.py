@@ -35,7 +35,11 @@ CUES_CMD = ("cfka geometry erosion --scale small --study cues --lr 3e-4 --out ru
 TRANS_OOD = ("cfka geometry transmission --world ood --scale small --seeds 0,1,2 "
              "--resets none,readout,readout_only,paper_last4,last4 --out runs/geometry/transmission-ood-s3 "
              "--record transmission_ood")
-TRANS = "cfka geometry transmission --scale small --out runs/geometry/transmission --resets none,readout; " + TRANS_OOD
+TRANS_BIO = ("cfka geometry transmission --scale small --resets none,readout --out runs/geometry/transmission "
+             "--record transmission_biography")
+"""The Biography study at one seed (seed 0 into ``--out``; the transcribed record's run, made before ``--record``
+existed for this world); ``--seeds 0,1,2`` is the claim's accelerator run."""
+TRANS = TRANS_BIO + "; " + TRANS_OOD
 BENCH = ("python bench/geometry.py --scale small --arch qwen --layers 6 --hidden 512 --pool 2000 --pretrain-steps 0 "
          "--model-vocab 151936 --feature-chunk 50 --train-chunk 10 --exact-train 100 --exact-test 10 "
          "[--exact-product numpy]; python bench/geometry.py --scale small --layers 6 --hidden 512|256 --pool 2000 "
@@ -296,7 +300,8 @@ CLAIMS: tuple[PaperClaim, ...] = (
                     "lower its post-SFT probe loss at every seed, and they restore forgotten knowledge as much as "
                     "learning speed (the loss before SFT, L0, falls).",
         accelerator="cfka geometry transmission --scale small --resets none,readout --seeds 0,1,2 "
-                    "--out runs/geometry/transmission-s3 (the Biography study; 151 min per seed on 2 CPU cores)"),
+                    "--out runs/geometry/transmission-s3 --record transmission_biography (the Biography study; 151 "
+                    "min per seed on 2 CPU cores)"),
     PaperClaim(
         id="token-force.cold-start", paper=P, section="Sec. 3, step-1+ check (§8)",
         statement="The sign of the one-step approximation is unreliable at initialisation and recovers after about "

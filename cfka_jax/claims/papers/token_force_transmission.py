@@ -1,6 +1,8 @@
 """The verdict rules of the token-force paper's transmission and reset claims (§7), on the produced record of the
 out-of-domain study (``cfka geometry transmission --world ood --seeds 0,1,2 --record transmission_ood``); the reset
-gain also reads the transcribed one-seed Biography record (its study is sized for an accelerator).
+gain also reads the Biography record (``cfka geometry transmission --seeds 0,1,2 --record transmission_biography``;
+its 3-seed study is sized for an accelerator, so the record here is the transcribed one-seed run, in the same
+columns: its ``sft`` rows are means over the five tasks where the produced ones have one row per task).
 
 The OOD record holds one row per (seed, task D, CPT checkpoint c, reset): R and R / readout size on D's own probe
 and on ``bio`` at c before any SFT, D's probe accuracy at the base model (``base_acc``) and its position-only chance,
@@ -22,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from cfka_jax.claims.results import Record
-from cfka_jax.claims.verdicts import Judgement, gap, not_tested
+from cfka_jax.claims.verdicts import Judgement, gap, not_tested, paired
 from cfka_jax.claims.papers import token_force_rules as r
 
 MIN_SEEDS = 3
@@ -152,9 +154,53 @@ def transmission_drop(records: Mapping[str, Record]) -> Judgement:
     return _capped(j, len(tasks))
 
 
+def bio_losses(bio: Record, reset: str = "readout") -> tuple[int, dict[str, dict[int, float]]]:
+    """(the last CPT checkpoint of the Biography record's ``sft`` rows, ``{reset: {seed: l_final}}`` there for
+    ``none`` and ``reset``), ``l_final`` the mean over the seed's tasks (a transcribed row is already that mean).
+
+    Raises:
+      ValueError: a seed lacks one of the two resets at the last checkpoint or holds them on different tasks
+        (names the record and the seed).
+    """
+    sft = bio.select(kind="sft")
+    if not sft:
+        raise ValueError(f"record {bio.name}: no row of kind 'sft'")
+    last = max(int(row["cpt_step"]) for row in sft)
+    out: dict[str, dict[int, float]] = {}
+    tasks: dict[tuple[str, int], list] = {}
+    for x in ("none", reset):
+        for row in bio.select(kind="sft", cpt_step=last, reset=x):
+            tasks.setdefault((x, int(row["seed"])), []).append(row.get("task"))
+            out.setdefault(x, {}).setdefault(int(row["seed"]), []).append(float(row["l_final"]))
+    seeds = sorted({s for _, s in tasks})
+    if not seeds:
+        raise ValueError(f"record {bio.name}: no 'sft' row of reset 'none' or {reset!r} at CPT step {last}")
+    for s in seeds:
+        a, b = tasks.get(("none", s)), tasks.get((reset, s))
+        if a is None or b is None or sorted(a, key=str) != sorted(b, key=str):
+            raise ValueError(f"record {bio.name}: seed {s} at CPT step {last} holds reset 'none' on tasks {a} and "
+                             f"{reset!r} on {b}; the gain needs both on the same tasks")
+    return last, {x: {s: sum(v) / len(v) for s, v in sorted(by.items())} for x, by in out.items()}
+
+
+def bio_gain(bio: Record) -> tuple[r.Cmp, int]:
+    """The Biography record's comparison (and its seeds): with ≥ :data:`MIN_SEEDS` seeds the per-seed gain
+    ``L_final(none) − L_final(readout)`` at the last checkpoint, apart only when every seed has it (paired by
+    seed); with fewer, the two resets' seeds as two sides (one transcribed seed: one run a side)."""
+    last, loss = bio_losses(bio)
+    seeds = sorted(loss["none"])
+    if len(seeds) >= MIN_SEEDS:
+        rows = [{"seed": s, "reset": x, "l_final": loss[x][s]} for x in ("none", "readout") for s in seeds]
+        return r.vs_runs(f"Biography gain (readout, mean over the tasks) per seed at step {last}",
+                         paired(rows, "l_final", {"reset": "none"}, {"reset": "readout"}, by=("seed",))), len(seeds)
+    return r.vs_runs(f"Biography gain (readout) at step {last}",
+                     gap([loss["none"][s] for s in seeds], [loss["readout"][s] for s in seeds])), len(seeds)
+
+
 def reset_gain(records: Mapping[str, Record]) -> Judgement:
     """The gain of Reset readout (and Reset last 4 = ``last4`` where run) > 0 at the last checkpoint on every known
-    task at every seed, and on the Biography record's last checkpoint."""
+    task at every seed, and on the Biography record's last checkpoint (:func:`bio_gain`: at every seed once it
+    holds ≥ :data:`MIN_SEEDS`). A verdict beyond ``partly`` needs that many seeds in both records."""
     ood, bio = records[r.T_OOD], records[r.T_BIO]
     tasks = known(ood)
     names = sorted({t for ts in tasks.values() for t in ts})
@@ -168,13 +214,11 @@ def reset_gain(records: Mapping[str, Record]) -> Judgement:
             seeds = [s for s, ts in tasks.items() if t in ts]
             cmps.append(r.vs_values(f"OOD gain {reset} {t} at step {last}",
                                     [gain(ood, s, t, last, reset) for s in seeds], 0.0))
-    b_last = max(row["cpt_step"] for row in bio.select(kind="sft"))
-    cmps.append(r.vs_runs(f"Biography gain (readout) at step {b_last}",
-                          gap(bio.values("l_final", kind="sft", cpt_step=b_last, reset="none"),
-                              bio.values("l_final", kind="sft", cpt_step=b_last, reset="readout"))))
+    bio_cmp, bio_seeds = bio_gain(bio)
+    cmps.append(bio_cmp)
     l0 = {x: _fmt([float(_cell(ood, s, t, last, x)["l0"]) for t in names for s in sorted(tasks) if t in tasks[s]])
           for x in ("none", *resets)}
     note = ("L0 before SFT at the last checkpoint: " + ", ".join(f"{k} {v}" for k, v in l0.items())
             + (f"; {left_out(ood)}" if left_out(ood) else ""))
     return _capped(r.overall(cmps, "a reset to the base weights lowers the post-SFT probe loss after CPT", note),
-                   len(tasks))
+                   min(len(tasks), bio_seeds))
