@@ -421,9 +421,10 @@ CLAIMS: tuple[PaperClaim, ...] = (
            "qualitative (heat maps); no number in the reference release", _phi_tokens, (PHI_W, BIO),
            command=f"{PHI_CMD}; {BIO_CMD}",
            regime="TinyLlama-1.1B φ (LoRA + scalar head), meta-trained on 4,166 LAMA (D, T_D) pairs, 30 epochs",
-           explanation="LAMA-CKL φ became almost the Oracle mask (object 0.158 vs 8e-8, favouring an entity's last "
-                       "sub-token); the Biography φ is far softer (0.856 vs 0.251, bimodal), still falling when "
-                       "meta-training ended (docs/taalm.md §What φ learned). One φ per world, one seed each."),
+           explanation="Every seed's LAMA-CKL φ became almost the Oracle mask (object 0.285 / 0.678 / 0.317 vs other "
+                       "≤ 7e-4; the median document puts all but 1e-5 of its weight on the object); the Biography φ "
+                       "is far softer (0.856 vs 0.251 on one seed, bimodal), still falling when meta-training ended "
+                       "(docs/taalm.md §What φ learned)."),
     _claim("phi-vs-uniform", "§2 TWPPL (Finetune = the same update with uniform weights); beyond the paper",
            "Weighting the training tokens by the meta-learned Train-Attention (TWPPL) teaches new knowledge better "
            "than the same training with uniform weights",
