@@ -33,6 +33,24 @@ def names150(stoc, random, lamol=(30.0, 30.5), dose=1):
     return rows
 
 
+def names150_s3(**diffs):
+    """A produced cfka/stoc_names150_s3: 2 PT models × 3 seeds; each kind's Original sFTA = a PT-and-seed base
+    (30 / 35 per PT model, + seed) plus the kind's offset in ``diffs`` (naive 15 points below the base)."""
+    rows = []
+    for pt, base in (("s0", 30.0), ("s1", 35.0)):
+        for seed in (0, 1, 2):
+            for kind, off in {"naive": -15.0, **diffs}.items():
+                rows.append({"kind": kind, "pt": pt, "seed": seed, "original_sfta": base + seed + off})
+    return rows
+
+
+def r150s3(**diffs):
+    prov = {"commit": "0" * 7, "command": "python -m x", "config": {}, "seeds": [0, 1, 2], "pt_replicates": ["s0", "s1"],
+            "machine": "m", "date": "d", "wall_s": 1.0, "cpu_s": 1.0}
+    regime = {"pt_quality": {"s0": {"Original/sFTA": 60.0}, "s1": {"Original/sFTA": 45.0}}}
+    return Record(r.R150S3, "produced", prov, regime, tuple(names150_s3(**diffs)))
+
+
 @pytest.mark.parametrize("stoc, random, verdict", [
     ((29.4, 30.8), (28.9, 29.7), "not reproduced"),   # STOC ahead on average, inside the spread
     ((31.0, 31.4), (28.9, 29.7), "partly"),           # apart, but 1.9 points against the paper's 33.8
@@ -41,9 +59,23 @@ def names150(stoc, random, lamol=(30.0, 30.5), dose=1):
 ])
 def test_stoc_vs_random_follows_the_spread_rule(stoc, random, verdict):
     rows = names150(stoc, random) + names150(stoc, random, dose=4)
-    j = r.stoc_vs_random_names150({r.R150: record(r.R150, rows)})
-    assert j.verdict == verdict, j.reason
-    assert "1×" in j.reason and "4×" in j.reason
+    j = r.stoc_vs_random_names150({r.R150: record(r.R150, rows), r.R150S3: r150s3(stoc=0.5, random=0.0)})
+    assert f"4×: {verdict}" in j.reason, j.reason  # the transcribed two seeds (lo/hi rows), unpaired
+    assert "1×: partly" in j.reason
+
+
+@pytest.mark.parametrize("offsets, verdict", [
+    ({"stoc": 0.5, "random": 0.0}, "partly"),        # STOC above in every (PT, seed) pair, far below 33.8
+    ({"stoc": 40.0, "random": 0.0}, "holds"),         # above by the paper's size in every pair
+    ({"stoc": 0.0, "random": 0.5}, "refuted"),        # Random above in every pair
+])
+def test_names150_1x_pairs_runs_on_pt_and_seed(offsets, verdict):
+    """The PT models put the cells 5 points apart, more than any kind difference; pairing on (PT, seed) still orders
+    the kinds."""
+    rows = names150((60.0, 62.0), (20.0, 22.0)) + names150((60.0, 62.0), (20.0, 22.0), dose=4)
+    j = r.stoc_vs_random_names150({r.R150: record(r.R150, rows), r.R150S3: r150s3(**offsets)})
+    assert f"1×: {verdict}" in j.reason, j.reason
+    assert "6 pairs" in j.ours
 
 
 def _freeze_records(stoc_freeze, other_freeze, seed1_stoc):
@@ -91,7 +123,8 @@ def _lamol_records(w600_stoc, w600_lamol, names600_diffs):
     small = [{"kind": k, "alpha": 0.5, "update": "full", "seed": s, "original_sfta": x}
              for k, xs in (("stoc", (55.5, 54.2)), ("lamol", (55.3, 56.2))) for s, x in enumerate(xs)]
     return {r.SCALE: record(r.SCALE, scale), r.R600: record(r.R600, r600, pts=("A", "B", "C")),
-            r.R150: record(r.R150, n150), r.R150X16: record(r.R150X16, r16), r.SMALL: record(r.SMALL, small)}
+            r.R150: record(r.R150, n150), r.R150S3: r150s3(stoc=0.0, lamol=1.0, random=-0.5),
+            r.R150X16: record(r.R150X16, r16), r.SMALL: record(r.SMALL, small)}
 
 
 def test_stoc_vs_lamol_names_both_regimes():
@@ -100,6 +133,7 @@ def test_stoc_vs_lamol_names_both_regimes():
     assert j.verdict == "partly"
     assert "w600 default pools (BPE): partly (apart, but 8.7 < the paper's 31.6)" in j.reason
     assert "names600 shared names, PT C: refuted" in j.reason and "names150 4×: refuted" in j.reason
+    assert "names150 1×: refuted" in j.reason  # LAMOL 1.0 above STOC in all six (PT, seed) pairs
     # if the default-pool world did not separate either, nothing would remain in the paper's direction
     j = r.stoc_vs_lamol(_lamol_records((47.0, 48.0), (47.3, 47.5), (0.3, -3.1, -1.6, -1.5)))
     assert j.verdict == "not reproduced"
@@ -174,8 +208,12 @@ def test_naive_forgetting_needs_more_than_half_lost_on_every_run():
                                           {"kind": "naive", "pt": "C", "seed": 0, "original_sfta": c}])
     others = {n: record(n, [{"kind": "stoc", "pt": "x", "seed": 0, "original_sfta": 1.0}])
               for n in (r.SMALL, r.SCALE, r.R150, r.R150X16)}
-    assert r.naive_forgets({r.PTS: pts, r.R600: naive(21.6, 21.4), **others}).verdict == "holds"
+    others[r.R150S3] = r150s3(stoc=0.0)  # naive 15–22 of PT 60 / 45 (its own regime.pt_quality): 25–49 % kept
+    held = r.naive_forgets({r.PTS: pts, r.R600: naive(21.6, 21.4), **others})
+    assert held.verdict == "holds" and "(8 runs, 4 PT models)" in held.ours
     assert r.naive_forgets({r.PTS: pts, r.R600: naive(21.6, 50.0), **others}).verdict == "not reproduced"
+    others[r.R150S3] = r150s3(stoc=0.0, naive=0.0)  # PT s1's naive runs keep 35–37 of 45: 78–82 %
+    assert r.naive_forgets({r.PTS: pts, r.R600: naive(21.6, 21.4), **others}).verdict == "not reproduced"
 
 
 def test_registry_shape_on_the_committed_records():

@@ -29,6 +29,8 @@ N600 = (f"cfka pt --preset names600 --out PT600; {STOC_REGIME} --sources 400 --p
         "--out REG600 --seeds 0,1 --kinds stoc_j1,random,lamol --naive")
 N150 = (f"cfka pt --preset names150 --out PT150; {REGIME} --preset names150|names150x4 --pt-dir PT150 --out REG "
         "--sources 100 --seeds 0,1 --kinds stoc_j1,random,lamol")
+N150S3 = (f"{REGIME} --preset names150 --pt-seeds 0,1 --pt-root runs/pt150 --seeds 0,1,2 --sources 100 --kinds "
+          "stoc_j1,random,lamol --out runs/regime150-s3 --record cfka/stoc_names150_s3")
 N150X16 = (f"{REGIME} --sources 100 --preset names150x16 --pt-dir PT150 --out REG16 --seeds 0,1 "
            "--kinds stoc_j1,random,lamol")
 SCALE = "cfka stoc-scale --sizes small,w600 --bpe-vocab 1024 --seeds 0,1 --out runs/stoc-scale"
@@ -93,8 +95,8 @@ CLAIMS: tuple[PaperClaim, ...] = (
                     "2.7× what naive keeps (21.4–21.6), so the paper's Random collapse is absent here."),
     _claim("stoc-vs-lamol", "§9 synthetic table; §1 (STOC beats LAMOL by 1–4 points on IndustryCorpus2)",
            "STOC keeps far more old knowledge than LAMOL (generative replay from EOS) at α = 0.5",
-           PAPER_TABLE, f"{SCALE}; {N600}; {N150}; {N150X16}; {SMALL}",
-           (r.SCALE, r.R600, r.R150, r.R150X16, r.SMALL), r.stoc_vs_lamol,
+           PAPER_TABLE, f"{SCALE}; {N600}; {N150S3}; {N150}; {N150X16}; {SMALL}",
+           (r.SCALE, r.R600, r.R150, r.R150S3, r.R150X16, r.SMALL), r.stoc_vs_lamol,
            "Two regimes disagree (docs/stoc.md): with default name pools at 600 people LAMOL's one EOS prompt "
            "reaches half the old people (its corpus names 49 % of them, voices 29 % of their facts) and STOC leads "
            "by 8.7; with the paper's shared names LAMOL's corpus reaches 91–94 % and LAMOL keeps at least as much "
@@ -102,7 +104,8 @@ CLAIMS: tuple[PaperClaim, ...] = (
     _claim("lamol-vs-random", "§9 synthetic table (α 0.5 full; α 0.67 freeze)",
            "LAMOL and Random keep about the same, little, old knowledge (both far below STOC)",
            "Original sFTA LAMOL 19.90 vs Random 17.68 (full, α 0.5); 21.69 vs 21.02 (freeze, α 0.67)",
-           f"{SMALL}; {SCALE}; {N150}; {N600}", (r.SMALL, r.SCALE, r.R150, r.R600), r.lamol_vs_random,
+           f"{SMALL}; {SCALE}; {N150S3}; {N150}; {N600}", (r.SMALL, r.SCALE, r.R150, r.R150S3, r.R600),
+           r.lamol_vs_random,
            "'≈' is held to the paper's own LAMOL − Random difference (2.2, +0.1 rounding). It holds in the small "
            "worlds; at 600 people LAMOL and Random separate either way (shared names: LAMOL above; default pools: "
            "LAMOL below, its single prompt covers half the world). Neither collapses: both keep 2–3× naive."),
@@ -110,14 +113,14 @@ CLAIMS: tuple[PaperClaim, ...] = (
            "Naive CPT on the new facts erases most of the old (PT) factual knowledge: catastrophic forgetting",
            "no synthetic Naive row in the spec's §9; KnowEdit Naive keeps the least Original fluency on ZsRE (34.58)",
            f"cfka pt --preset P --out PT; {REGIME} --preset P --pt-dir PT --out REG --kinds '' (P = small, names150, "
-           f"names150x16, names600); {SCALE}",
-           (r.PTS, r.SMALL, r.SCALE, r.R150, r.R150X16, r.R600), r.naive_forgets,
+           f"names150x16, names600); {SCALE}; {N150S3}",
+           (r.PTS, r.SMALL, r.SCALE, r.R150, r.R150S3, r.R150X16, r.R600), r.naive_forgets,
            "Reproduced in every world and PT replicate; the small port forgets faster than the paper's Pythia-160M "
            "(0.5 M parameters, ≈ 150–600 people)."),
     _claim("replay-vs-naive", "§2.7 Replay corollary; §5 (data replay stabilises pretrained knowledge)",
            "Data replay shifts the convergence point and stabilises the pretrained knowledge: CPT with replay keeps "
            "far more old facts than naive CPT", "theory; STOC 51.54 vs the Random / LAMOL baselines 17.68 / 19.90",
-           f"{N600}; {N150}; {SCALE}; {STREAM}", (r.R600, r.R150, r.SCALE, r.STREAMS), r.replay_vs_naive,
+           f"{N600}; {N150S3}; {SCALE}; {STREAM}", (r.R600, r.R150S3, r.SCALE, r.STREAMS), r.replay_vs_naive,
            "Here every replay, generated from any prompt or real, keeps 2–3× naive: the PT model writes biographies "
            "of old people whatever it is prompted with (docs/stoc.md, 'the three corpora say the same things')."),
     _claim("real-replay-top", "§7 Real replay 'all' / 'half' (upper bounds that need old data)",
@@ -135,7 +138,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
            "every pair; the EM order (exact match of 100 generated biographies) is the other way round in every "
            "pair, which no measurement here explains."),
     _claim("stoc-vs-random-names150", "§9 synthetic table, tested at 150 people with shared names",
-           "STOC replay retains far more of the old knowledge than Random replay", PAPER_TABLE, N150, (r.R150,),
+           "STOC replay retains far more of the old knowledge than Random replay", PAPER_TABLE, f"{N150S3}; {N150}", (r.R150, r.R150S3),
            r.stoc_vs_random_names150,
            "At 150 people the PT model recites its world from any prompt (corpora voice 45–48 % of old facts "
            "alike); 4× the dose costs every kind about the same (docs/stoc.md)."),
@@ -205,12 +208,12 @@ CLAIMS: tuple[PaperClaim, ...] = (
            "Random's in every pair, by 0.4–4.0 points; at names150 1×/4× the cells differ by ≤ 1.4."),
     _claim("stoc-em", "§9 synthetic table (Original EM)", "STOC keeps far more exact old values (Original EM) than "
            "Random and LAMOL", "Original EM: STOC 29.84, LAMOL 5.95, Random 3.14 (α 0.5, full)",
-           f"{N600}; {N150}", (r.R600, r.R150), r.stoc_em,
+           f"{N600}; {N150S3}; {N150}", (r.R600, r.R150, r.R150S3), r.stoc_em,
            "STOC's EM is 2.8–4.4 points above Random's on every names600 PT model and seed, a tenth of the paper's "
            "gap; against LAMOL the sign changes with the PT model."),
     _claim("stoc-uptake", "§9 synthetic table (Continual sFTA)", "STOC keeps old knowledge at a similar "
            "new-knowledge uptake", "Continual sFTA: STOC 90.47, Random 90.37, LAMOL 92.58 (α 0.5, full)",
-           f"{N600}; {N150}", (r.R600, r.R150), r.stoc_uptake,
+           f"{N600}; {N150S3}", (r.R600, r.R150S3), r.stoc_uptake,
            "Within the paper's own spread at 600 people; at names150 a seed of Random's learns 3.5 less."),
     _claim("replay-10pct-lm", "§2.7 Replay corollary, on the LMs", "About 10 % replay (α = 0.9) already preserves "
            "old facts", "α 0.9 freeze: STOC 40.54 (LAMOL 18.88)", f"{SMALL}; {STREAM}", (r.SMALL, r.STREAMS, r.PTS),

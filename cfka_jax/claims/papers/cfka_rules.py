@@ -29,6 +29,9 @@ R600, R600X4, R150, R150X16 = ("cfka/stoc_names600", "cfka/stoc_names600x4", "cf
 SMALL, SCALE, INTERF, UPDATES = "cfka/stoc_small", "cfka/stoc_scale", "cfka/stoc_interfered", "cfka/stoc_updates"
 PTS, BIO, STREAMS = "cfka/pt_models", "cfka/biography_small", "cfka/streams_small"
 BIO_BPE = "cfka/biography_small_bpe"
+R150S3 = "cfka/stoc_names150_s3"
+"""names150 at 1× on PT replicates s0, s1 × CPT seeds 0, 1, 2 (produced; rows pair on (pt, seed)); the transcribed
+:data:`R150` keeps the 4× cells (two seeds, lo/hi rows)."""
 STREAMS_2SEED = "cfka/streams_small_2seed"
 """The transcribed 3-stage stream table (one PT model, lo/hi rows of two seeds): the streams not re-run in
 ``cfka/streams_small`` (generative replay, GPM, the replay × peak grid)."""
@@ -155,6 +158,7 @@ def similar(claim: str, g: Gap | Paired, tol: float = PAPER_TOL) -> Judgement:
 def stoc_vs_lamol(records) -> Judgement:
     """Both regimes: the shared-names worlds (LAMOL at or above STOC) and the default-pool 600-person world."""
     claim, r600, r150, r16 = "STOC above LAMOL", records[R600], records[R150], records[R150X16]
+    r150s3 = records[R150S3]
     sc, sm = records[SCALE], records[SMALL]
     s, l = {"kind": "stoc"}, {"kind": "lamol"}
     return regimes(claim, [
@@ -162,7 +166,7 @@ def stoc_vs_lamol(records) -> Judgement:
         part("names600 shared names, PT C", pairs(r600, "original_sfta", s, l, pt="C"), claim, GAP_LAMOL),
         part("names600 shared names, PT A and B (one pair each)", pairs(r600, "original_sfta", s, l, pt=["A", "B"]),
              claim, GAP_LAMOL),
-        part("names150 1×", gap_of(r150, "original_sfta", s, l, dose=1, seed=LOHI), claim, GAP_LAMOL),
+        part("names150 1×", pairs(r150s3, "original_sfta", s, l), claim, GAP_LAMOL),
         part("names150 4×", gap_of(r150, "original_sfta", s, l, dose=4, seed=LOHI), claim, GAP_LAMOL),
         part("names150 16× PT C", pairs(r16, "original_sfta", s, l, pt="C"), claim, GAP_LAMOL),
         part("small BPE", gap_of(sc, "original_sfta", s, l, world="small-bpe1024"), claim, GAP_LAMOL),
@@ -172,10 +176,11 @@ def stoc_vs_lamol(records) -> Judgement:
 def lamol_vs_random(records) -> Judgement:
     claim, r600, r150, sc, sm = ("LAMOL ≈ Random", records[R600], records[R150], records[SCALE],
                                  records[SMALL])
+    r150s3 = records[R150S3]
     l, r = {"kind": "lamol"}, {"kind": "random"}
     parts = [("small word-level", pairs(sm, "original_sfta", l, r, alpha=0.5, update="full")),
              ("small BPE", gap_of(sc, "original_sfta", l, r, world="small-bpe1024")),
-             ("names150 1×", gap_of(r150, "original_sfta", l, r, dose=1, seed=LOHI)),
+             ("names150 1×", pairs(r150s3, "original_sfta", l, r)),
              ("names150 4×", gap_of(r150, "original_sfta", l, r, dose=4, seed=LOHI)),
              ("names600 PT A/B/C", pairs(r600, "original_sfta", l, r)),
              ("w600 default pools (BPE)", gap_of(sc, "original_sfta", l, r, world="w600-bpe1024"))]
@@ -187,10 +192,12 @@ def _stoc_random(label, g, size=GAP_RANDOM) -> Part:
 
 
 def stoc_vs_random_names150(records) -> Judgement:
-    r = records[R150]
+    """1× run by run on two PT replicates × three CPT seeds; 4× on the transcribed two seeds (lo/hi rows)."""
+    r, r3 = records[R150], records[R150S3]
     s, x = {"kind": "stoc"}, {"kind": "random"}
     return regimes("STOC above Random at 150 people with shared names", [
-        _stoc_random(f"{d}×", gap_of(r, "original_sfta", s, x, dose=d, seed=LOHI)) for d in (1, 4)])
+        _stoc_random("1×", pairs(r3, "original_sfta", s, x)),
+        _stoc_random("4×", gap_of(r, "original_sfta", s, x, dose=4, seed=LOHI))])
 
 
 def stoc_vs_random_16x(records) -> Judgement:
@@ -247,24 +254,24 @@ def stoc_freeze(records) -> Judgement:
 
 
 def stoc_em(records) -> Judgement:
-    r600, r150 = records[R600], records[R150]
+    r600, r150, r150s3 = records[R600], records[R150], records[R150S3]
     s = {"kind": "stoc"}
     return regimes("STOC's Original EM above the other kinds'", [
         part("names600 vs Random", pairs(r600, "original_em", s, {"kind": "random"}), "above Random", GAP_EM),
         part("names600 vs LAMOL", pairs(r600, "original_em", s, {"kind": "lamol"}), "above LAMOL", GAP_EM_LAMOL),
-        part("names150 1× vs Random", gap_of(r150, "original_em", s, {"kind": "random"}, dose=1, seed=LOHI),
+        part("names150 1× vs Random", pairs(r150s3, "original_em", s, {"kind": "random"}),
              "above Random", GAP_EM),
         part("names150 4× vs Random", gap_of(r150, "original_em", s, {"kind": "random"}, dose=4, seed=LOHI),
              "above Random", GAP_EM)])
 
 
 def stoc_uptake(records) -> Judgement:
-    r600, r150 = records[R600], records[R150]
+    r600, r150 = records[R600], records[R150S3]
     s = {"kind": "stoc"}
     parts = [("names600 vs Random", pairs(r600, "continual_sfta", s, {"kind": "random"})),
              ("names600 vs LAMOL", pairs(r600, "continual_sfta", s, {"kind": "lamol"})),
-             ("names150 1× vs Random", gap_of(r150, "continual_sfta", s, {"kind": "random"}, dose=1, seed=LOHI)),
-             ("names150 1× vs LAMOL", gap_of(r150, "continual_sfta", s, {"kind": "lamol"}, dose=1, seed=LOHI))]
+             ("names150 1× vs Random", pairs(r150, "continual_sfta", s, {"kind": "random"})),
+             ("names150 1× vs LAMOL", pairs(r150, "continual_sfta", s, {"kind": "lamol"}))]
     claim = "STOC's Continual sFTA ≈ the other kinds'"
     return regimes(claim, [Part(lab, similar(claim, g), brief(g)) for lab, g in parts])
 
@@ -272,9 +279,18 @@ def stoc_uptake(records) -> Judgement:
 # ------------------------------------------------------------------------------------------------ forgetting, replay
 
 NAIVE_WORLDS = ((SMALL, "small", None), (SCALE, "small-bpe1024", {"world": "small-bpe1024"}),
-                (SCALE, "w600-bpe1024", {"world": "w600-bpe1024"}), (R150, "names150", None),
-                (R150X16, "names150", None), (R600, "names600", None))
+                (SCALE, "w600-bpe1024", {"world": "w600-bpe1024"}), (R150S3, "names150", None),
+                (R150, "names150", {"dose": 4}), (R150X16, "names150", None), (R600, "names600", None))
 """(record, world of cfka/pt_models, selection) of every naive CPT run at the preset's dose or above."""
+
+
+def _pt_sfta(pts: Record, rec: Record, world: str, pt: str) -> float:
+    """The PT model's Original sFTA: from the record's own ``regime.pt_quality`` where a produced study wrote it
+    per PT replicate, else from the PT-model table."""
+    quality = rec.regime.get("pt_quality")
+    if isinstance(quality, Mapping) and isinstance(quality.get(pt), Mapping) and "Original/sFTA" in quality[pt]:
+        return float(quality[pt]["Original/sFTA"])
+    return pts.values("original_sfta", world=world, pt=pt)[0]
 
 
 def naive_forgets(records) -> Judgement:
@@ -283,7 +299,7 @@ def naive_forgets(records) -> Judgement:
     for name, world, where in NAIVE_WORLDS:
         rec = records[name]
         for pt in sorted({r["pt"] for r in rec.select(kind="naive", **(where or {}))}):
-            before = pts.values("original_sfta", world=world, pt=pt)[0]
+            before = _pt_sfta(pts, rec, world, pt)
             for after in rec.values("original_sfta", kind="naive", pt=pt, **(where or {})):
                 kept.append((f"{world}/{pt}", after / before))
     share = spread([k for _, k in kept])
@@ -299,12 +315,12 @@ def naive_forgets(records) -> Judgement:
 
 
 def replay_vs_naive(records) -> Judgement:
-    r600, r150, sc, st = records[R600], records[R150], records[SCALE], records[STREAMS]
+    r600, r150, sc, st = records[R600], records[R150S3], records[SCALE], records[STREAMS]
     out, n = [], {"kind": "naive"}
     for kind in ("stoc", "random", "lamol"):
         k = {"kind": kind}
         out += [part(f"names600 {kind}", pairs(r600, "original_sfta", k, n), f"{kind} above naive"),
-                part(f"names150 {kind}", gap_of(r150, "original_sfta", k, n, dose=1, seed=LOHI), f"{kind} above naive"),
+                part(f"names150 {kind}", pairs(r150, "original_sfta", k, n), f"{kind} above naive"),
                 part(f"small BPE {kind}", gap_of(sc, "original_sfta", k, n, world="small-bpe1024"),
                      f"{kind} above naive")]
     out.append(part("small BPE real replay", gap_of(sc, "original_sfta", {"kind": "real_all"}, n,
