@@ -35,10 +35,10 @@ SMALL = ("cfka taalm --preset small --seed N --out runs/taalm-small-sN --record 
          "(N = 0, 1, 2)")
 PHI_CMD = ("cfka taalm --preset small --record small --record-seeds 0,1,2 --phi-record-only (reads the φ of "
            "runs/taalm-small-sN, N = 0, 1, 2, made by the LAMA-CKL command)")
-BIO_CMD = ("cfka pt --preset small --out runs/taalm-bio/pt-small-qwen --cache-dir runs/taalm-bio/data-cache; "
-           "cfka cpt --preset small --method replay-all --pt-dir runs/taalm-bio/pt-small-qwen --cache-dir "
-           "runs/taalm-bio/data-cache --out runs/taalm-bio/cpt-replay-all; cfka taalm --biography "
-           "runs/taalm-bio/pt-small-qwen --preset small --out runs/taalm-bio --cache-dir runs/taalm-bio/data-cache")
+BIO_CMD = ("cfka bio-table --preset small --ewc-lambda 1e6 --ewc-sweep 1e4,1e8 --pt-seeds 0,1 --seeds 0,1,2 --out "
+           "runs/bio-s3 (PT replicates and plain replay-all runs); cfka taalm --biography runs/bio-s3 --pt-seeds 0 "
+           "--seeds 0,1,2 --preset small --out runs/taalm-bio-s3 --cache-dir runs/data-cache --plain-dirs "
+           "\"runs/bio-s3/cpt-replay-all-full/pt{pt}-seed{seed}\" --record taalm/biography_phi_small")
 LR = "lr 3e-3 chosen on Finetune and Oracle only"
 PAPER_LAMA = ("Llama-2-7B QLoRA (NF4, LoRA r 64 α 16), φ TinyLlama-1.1B-Chat + LoRA; 500 TO-LEARN + 500 "
               "NOT-TO-FORGET LAMA facts; 30 epochs of batch 64 (8 updates each), AdamW lr 1e-4 for every method")
@@ -430,10 +430,10 @@ CLAIMS: tuple[PaperClaim, ...] = (
            "than the same training with uniform weights",
            "LAMA-CKL TAALM 0.429 vs Finetune 0.115 Top Acc", _phi_vs_uniform, (BIO,), command=BIO_CMD,
            regime=PAPER_LAMA,
-           explanation="An ablation the paper does not run, in a Biography CPT with replay-all: TWPPL at w = 1 "
-                       "matches plain replay to the third decimal, so the gain (Continual hFTA 0.843 vs 0.768, "
-                       "Original 0.830 vs 0.803) is φ's weights, not TWPPL's normalisation; replay documents are "
-                       "weighted by φ too. One seed, one method."),
+           explanation="An ablation the paper does not run, in a Biography CPT with replay-all, paired on (PT model, "
+                       "seed): TWPPL at w = 1 against plain replay isolates TWPPL's normalisation (the transcribed "
+                       "seed: equal to the third decimal, so its gain, Continual hFTA 0.843 vs 0.768, Original 0.830 "
+                       "vs 0.803, is φ's weights); replay documents are weighted by φ too. One method."),
     _claim("lama-7b", "Table 1 at the paper's scale",
            "TAALM's LAMA-CKL results at Llama-2-7B QLoRA with a TinyLlama-1.1B φ (Top Acc 0.429 at epoch 4, "
            "NF Acc 0.898, Total Knowledge 1.327)", "Top Acc 0.4290, NF Acc 0.8983",
