@@ -298,3 +298,33 @@ def test_ten_percent_replay_stream_is_paired_and_held_to_half_of_its_pt_model(re
     part = j.reason.split("3-stage stream: ")[1]
     assert part.startswith(verdict), j.reason
     assert "6 pairs" in j.ours and ("(< half)" in part) == (verdict == "partly")
+
+
+def _bio_lora(lr_new):
+    """cfka/biography_small (naive full / freeze / LoRA, 2 PT × 2 seeds) and cfka/biography_lora_lr: the LoRA cell at
+    lr × 3 with Continual sFTA ``lr_new`` (an old record's LoRA rows carry no lr_scale: scale 1)."""
+    pt = [{"kind": "pt", "update": "full", "pt": p, "original_sfta": 80.0} for p in ("s0", "s1")]
+    bio = pt + [{"kind": "naive", "update": u, "pt": p, "seed": s, "continual_sfta": new + s, "original_sfta": old}
+                for u, new, old in (("full", 65.0, 24.0), ("freeze", 28.0, 26.0), ("lora", 15.0, 28.0))
+                for p in ("s0", "s1") for s in (0, 1)]
+    lr = pt + [{"kind": "naive", "update": "lora", "pt": p, "seed": s, "lr_scale": 3.0, "continual_sfta": lr_new + s,
+                "original_sfta": 25.0} for p in ("s0", "s1") for s in (0, 1)]
+    return record(r.BIO, bio, pts=("s0", "s1")), record(r.BIO_LORA_LR, lr, pts=("s0", "s1"))
+
+
+def test_lora_worst_pairs_the_biography_lora_cell_at_each_lr_with_freeze_and_full():
+    parts, said = r.bio_lora_lr(*_bio_lora(20.0))
+    assert [p.label for p in parts][:2] == ["Biography LoRA lr×1, new facts, freeze − LoRA",
+                                            "Biography LoRA lr×1, new facts, full − LoRA"]
+    x3 = {p.label: p for p in parts if "lr×3" in p.label}
+    assert x3["Biography LoRA lr×3, new facts, freeze − LoRA"].shown == "+8.0 (+8.0 … +8.0, 4 pairs)"
+    assert x3["Biography LoRA lr×3, old facts, full − LoRA"].judgement.verdict == "refuted"  # LoRA keeps more
+    assert "the fewest new facts at lr × 1, 3, the fewest old facts at no lr" in said
+    assert said.endswith("stays the worst on new facts at every lr")
+    _, said = r.bio_lora_lr(*_bio_lora(40.0))  # at × 3 LoRA learns more than freeze: no longer the worst
+    assert "the fewest new facts at lr × 1," in said and said.endswith("is not the worst on new facts at lr × 3")
+    bio, lr = _bio_lora(20.0)
+    moved = Record(lr.name, lr.origin, lr.provenance, lr.regime,
+                   tuple(dict(x, original_sfta=70.0) if x["kind"] == "pt" else x for x in lr.rows))
+    with pytest.raises(ValueError, match="PT model s0"):  # other PT models: no pairs
+        r.bio_lora_lr(bio, moved)

@@ -36,6 +36,9 @@ STREAMS_2SEED = "cfka/streams_small_2seed"
 """The transcribed 3-stage stream table (one PT model, lo/hi rows of two seeds): the streams not re-run in
 ``cfka/streams_small`` (generative replay, GPM, the replay × peak grid)."""
 """The freeze cell beside the full update on one BPE tokenizer (Pythia port): no frozen embedding of a new name."""
+BIO_LORA_LR = "cfka/biography_lora_lr"
+"""The Biography LoRA cell at CPT learning rates × 3 and × 10 (row factor ``lr_scale``), from the PT models and CPT
+seeds of ``cfka/biography_small`` (``cfka bio-table --lora-lr-scales --pt-root``)."""
 DI_TRAINED, DI_EARLY, AUG1 = "cfka/di_attention_trained", "cfka/di_attention_early", "cfka/aug1"
 LOHI = ["lo", "hi"]
 GAP_RANDOM = 33.8
@@ -425,8 +428,57 @@ def full_vs_freeze(records) -> Judgement:
     return regimes("full update ≈ freeze", out)
 
 
+def bio_lora_rows(bio: Record, lr: Record) -> list[dict]:
+    """The naive Biography runs of ``bio`` (full, freeze, LoRA at the preset's lr) and ``lr``'s LoRA runs at other
+    learning rates, one row per run, each LoRA row with its ``lr_scale`` (absent: 1).
+
+    Raises:
+      ValueError: ``lr``'s runs started from other PT models than ``bio``'s (a PT row of the same name with other
+        values), so that pairs on (pt, seed) would not share their PT model.
+    """
+    pt = {r["pt"]: r for r in bio.select(kind="pt")}
+    for r in lr.select(kind="pt"):
+        if r["pt"] not in pt or pt[r["pt"]] != r:
+            raise ValueError(f"record {lr.name}: PT model {r['pt']} is not {bio.name}'s ({r} vs {pt.get(r['pt'])}); "
+                             "its LoRA runs cannot be paired with that record's")
+    runs = [r for rec in (bio, lr) for r in rec.select(kind="naive") if isinstance(r.get("seed"), int)]
+    return [dict(r, lr_scale=r.get("lr_scale", 1.0)) if r.get("update") == "lora" else r for r in runs]
+
+
+def bio_lora_lr(bio: Record, lr: Record) -> tuple[list[Part], str]:
+    """Per learning-rate scale x of the Biography LoRA cell: freeze − LoRA and full − LoRA run by run (same PT
+    model and CPT seed), on new facts (Continual sFTA) and old facts (Original sFTA); and at which x LoRA has the
+    fewest new facts and the fewest old facts (both comparisons ``holds``: below freeze and full in every pair)."""
+    rows = bio_lora_rows(bio, lr)
+    scales = sorted({r["lr_scale"] for r in rows if r.get("update") == "lora"})
+    out, fewest = [], {"continual_sfta": [], "original_sfta": []}
+    for x in scales:
+        lora = {"update": "lora", "lr_scale": x}
+        for metric, word in (("continual_sfta", "new facts"), ("original_sfta", "old facts")):
+            below = []
+            for other in ("freeze", "full"):
+                g = paired(rows, metric, {"update": other}, lora)
+                j = ordered(g, claim=f"LoRA below {other} on {word}")
+                out.append(Part(f"Biography LoRA lr×{x:g}, {word}, {other} − LoRA", j, brief(g)))
+                below.append(j.verdict == "holds")
+            if all(below):
+                fewest[metric].append(x)
+
+    def at(xs: list[float]) -> str:
+        return "lr × " + ", ".join(f"{x:g}" for x in xs) if xs else "no lr"
+
+    new, old = fewest["continual_sfta"], fewest["original_sfta"]
+    said = (f"Biography LoRA at lr × {', '.join(f'{x:g}' for x in scales)} of the full update's, against freeze "
+            f"and full run by run: the fewest new facts at {at(new)}, the fewest old facts at {at(old)}; LoRA "
+            + ("stays the worst on new facts at every lr" if new == scales else "is not the worst on new facts at "
+               + at([x for x in scales if x not in new])))
+    return out, said
+
+
 def lora_worst(records) -> Judgement:
-    """LoRA (one run per kind) against the full update's two seeds, α 0.5: new facts and old facts."""
+    """LoRA (one run per kind) against the full update's two seeds, α 0.5: new facts and old facts; the Biography
+    LoRA cell against freeze and full run by run at the full update's lr and at × 3, × 10 of it
+    (:func:`bio_lora_lr`)."""
     up, r150, bio = records[UPDATES], records[R150], records[BIO]
     out = []
     for metric, word in (("continual_sfta", "new facts"), ("original_sfta", "old facts")):
@@ -435,9 +487,9 @@ def lora_worst(records) -> Judgement:
                     r150.values(metric, kind=kind, dose=1, seed=LOHI))
             j = ordered(gap(g.b, g.a), claim=f"LoRA below full on {word}")
             out.append(Part(f"{word}, {kind}", j, brief(g)))
-    g = pairs(bio, "continual_sfta", {"update": "freeze"}, {"update": "lora"}, kind="naive")
-    out.append(Part("new facts, naive freeze vs LoRA", ordered(g, claim="LoRA below freeze"), brief(g)))
-    return regimes("LoRA the worst update at low α", out)
+    parts, said = bio_lora_lr(bio, records[BIO_LORA_LR])
+    j = regimes("LoRA the worst update at low α", out + parts)
+    return Judgement(j.verdict, f"{said}. {j.reason}", j.ours)
 
 
 def ewc_sweep(bio: Record) -> Judgement:
