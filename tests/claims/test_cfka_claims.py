@@ -328,3 +328,26 @@ def test_lora_worst_pairs_the_biography_lora_cell_at_each_lr_with_freeze_and_ful
                    tuple(dict(x, original_sfta=70.0) if x["kind"] == "pt" else x for x in lr.rows))
     with pytest.raises(ValueError, match="PT model s0"):  # other PT models: no pairs
         r.bio_lora_lr(bio, moved)
+
+
+def _lora150(delta_new, pt_quality=60.0):
+    """A cfka/stoc_lora150_s3 on PT s0 × seeds 0–2: each kind's run = the full run of r150s3 minus ``delta_new`` on
+    Continual sFTA and 2 points on Original sFTA."""
+    full = r150s3(stoc=0.0, random=0.0, lamol=0.0)
+    rows = [dict(x, original_sfta=x["original_sfta"] - 2.0, continual_sfta=50.0 - delta_new)
+            for x in full.rows if x["pt"] == "s0" and x["kind"] != "naive"]
+    regime = {"pt_quality": {"s0": {"Original/sFTA": pt_quality}}}
+    lora = Record(r.LORA150, "produced", full.provenance, regime, tuple(rows))
+    full = Record(full.name, full.origin, full.provenance, full.regime,
+                  tuple(dict(x, continual_sfta=50.0) for x in full.rows))
+    return lora, full
+
+
+def test_names150_lora_pairs_with_the_full_update_of_the_same_pt_model():
+    lora, full = _lora150(20.0)
+    rows = r.update_rows(lora, full, "lora")
+    assert {x["pt"] for x in rows} == {"s0"}  # the full update's s1 runs have no LoRA partner and are left out
+    g = r.paired(rows, "continual_sfta", {"update": "full", "kind": "stoc"}, {"update": "lora", "kind": "stoc"})
+    assert g.diffs.n == 3 and g.diff == pytest.approx(20.0)
+    with pytest.raises(ValueError, match="PT model s0"):  # another PT model under the same label: no pairs
+        r.update_rows(_lora150(20.0, pt_quality=55.0)[0], full, "lora")

@@ -30,6 +30,9 @@ SMALL, SCALE, INTERF, UPDATES = "cfka/stoc_small", "cfka/stoc_scale", "cfka/stoc
 PTS, BIO, STREAMS = "cfka/pt_models", "cfka/biography_small", "cfka/streams_small"
 BIO_BPE = "cfka/biography_small_bpe"
 R150S3 = "cfka/stoc_names150_s3"
+LORA150 = "cfka/stoc_lora150_s3"
+"""names150 1× with a LoRA update (rank 16) on :data:`R150S3`'s PT replicate s0 and CPT seeds: the same PT model,
+replay corpora and data order as its full-update runs, so the two pair run by run."""
 """names150 at 1× on PT replicates s0, s1 × CPT seeds 0, 1, 2 (produced; rows pair on (pt, seed)); the transcribed
 :data:`R150` keeps the 4× cells (two seeds, lo/hi rows)."""
 STREAMS_2SEED = "cfka/streams_small_2seed"
@@ -475,18 +478,37 @@ def bio_lora_lr(bio: Record, lr: Record) -> tuple[list[Part], str]:
     return out, said
 
 
+def update_rows(other: Record, full: Record, update: str) -> list[dict]:
+    """``other``'s runs (tagged ``update``) and ``full``'s full-update runs of the same PT models, one row per run,
+    for pairing on (pt, seed).
+
+    Raises:
+      ValueError: a PT model of ``other`` is not ``full``'s (another label or other quality in ``regime.pt_quality``),
+        so the runs would not share their PT model.
+    """
+    mine, theirs = other.regime.get("pt_quality", {}), full.regime.get("pt_quality", {})
+    pts = {r["pt"] for r in other.rows}
+    for pt in sorted(pts):
+        if pt not in theirs or mine.get(pt) != theirs[pt]:
+            raise ValueError(f"record {other.name}: PT model {pt} ({mine.get(pt)}) is not {full.name}'s "
+                             f"({theirs.get(pt)}): its runs cannot be paired with that record's")
+    return ([dict(r, update=update) for r in other.rows if isinstance(r.get("seed"), int)]
+            + [dict(r, update="full") for r in full.rows if r.get("pt") in pts and isinstance(r.get("seed"), int)])
+
+
 def lora_worst(records) -> Judgement:
-    """LoRA (one run per kind) against the full update's two seeds, α 0.5: new facts and old facts; the Biography
+    """names150 LoRA against the full update run by run (same PT model, corpora and seed), α 0.5: new facts and old
+    facts; the Biography
     LoRA cell against freeze and full run by run at the full update's lr and at × 3, × 10 of it
     (:func:`bio_lora_lr`)."""
-    up, r150, bio = records[UPDATES], records[R150], records[BIO]
+    bio = records[BIO]
+    rows = update_rows(records[LORA150], records[R150S3], "lora")
     out = []
     for metric, word in (("continual_sfta", "new facts"), ("original_sfta", "old facts")):
         for kind in ("stoc", "random", "lamol"):
-            g = gap(up.values(metric, setting="lora-r16", alpha=0.5, kind=kind),
-                    r150.values(metric, kind=kind, dose=1, seed=LOHI))
-            j = ordered(gap(g.b, g.a), claim=f"LoRA below full on {word}")
-            out.append(Part(f"{word}, {kind}", j, brief(g)))
+            g = paired(rows, metric, {"update": "full", "kind": kind}, {"update": "lora", "kind": kind})
+            out.append(Part(f"names150 {word}, {kind}, full − LoRA", ordered(g, claim=f"LoRA below full on {word}"),
+                            brief(g)))
     parts, said = bio_lora_lr(bio, records[BIO_LORA_LR])
     j = regimes("LoRA the worst update at low α", out + parts)
     return Judgement(j.verdict, f"{said}. {j.reason}", j.ours)
