@@ -55,7 +55,11 @@ def replicate_rows(pt: str, seed: int, table: dict) -> list[dict]:
     key = {"pt": pt, "seed": seed}
     rows = []
     for name, res in table["runs"].items():
-        for step, values in sorted(res["evaluations"].items(), key=lambda kv: int(kv[0])):
+        evals = dict(res["evaluations"])
+        if evals:  # the last evaluation is the final one; the final record adds what only it measures (EM)
+            last = max(evals, key=int)
+            evals[last] = {**evals[last], **{k: res[k] for k in COLUMNS if res.get(k) is not None}}
+        for step, values in sorted(evals.items(), key=lambda kv: int(kv[0])):
             if int(step) == 0:
                 if not any(r["run"] == PT_ROW for r in rows):
                     rows.append({"kind": "cpt", "run": PT_ROW, **key, "step": 0, **_metrics(values)})

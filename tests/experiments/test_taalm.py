@@ -115,6 +115,22 @@ def test_biography_replicates_move_phi_seeds_and_name_their_folders(tmp_path):
         assert exc.type is SystemExit or re.search(match, str(exc.value)), exc.value
 
 
+def test_biography_record_rows_take_em_from_the_final_record():
+    from cfka_jax.experiments import taalm_bio_record as tbr
+
+    run = {"Continual/hFTA": 0.75, "Continual/EM": 0.7, "Original/EM": 0.8,
+           "evaluations": {"0": {"Continual/hFTA": 0.06}, "250": {"Continual/hFTA": 0.7}, "400": {"Continual/hFTA": 0.75}}}
+    table = {"runs": {"replay-all": run}, "phi_best_step": 2,
+             "phi_weights": {"w_value_mean": 0.9, "w_other_mean": 0.3, "w_other_p90": 0.99, "value_fraction_median": 0.125,
+                             "value_share_median": 0.3},
+             "metabatch": [{"step": s, "w_other": 1.0 - 0.1 * s, "w_object": 1.0} for s in (1, 2, 3)]}
+    rows = tbr.replicate_rows("s0", 1, table)
+    cpt = {(r["run"], r["step"]): r for r in rows if r["kind"] == "cpt"}
+    assert cpt[("replay-all", 400)]["continual_em"] == 0.7 and "continual_em" not in cpt[("replay-all", 250)]
+    assert cpt[(tbr.PT_ROW, 0)]["continual_hfta"] == 0.06 and all(r["pt"] == "s0" and r["seed"] == 1 for r in rows)
+    assert [(r["step"], r["selected"]) for r in rows if r["kind"] == "metabatch"] == [(1, False), (2, True), (3, False)]
+
+
 @pytest.mark.slow
 def test_biography_study_over_seeds_writes_tables_and_the_record(tmp_path):
     """Two study seeds from one smoke PT replicate: each replicate's φ, CPT runs and table; the record after each;
