@@ -169,11 +169,12 @@ CLAIMS: tuple[PaperClaim, ...] = (
     _claim("stoc-freeze", "§9 synthetic table (freeze rows)",
            "With the first layers frozen, STOC still keeps far more old knowledge than Random and LAMOL",
            "α 0.67 freeze: STOC 53.80, LAMOL 21.69, Random 21.02; α 0.9 freeze: STOC 40.54, LAMOL 18.88",
-           f"{SMALL}; cfka pt --preset names150 --arch pythia --bpe-vocab 1024 --out PTPY; {REGIME} --preset names150 "
-           "--arch pythia --bpe-vocab 1024 --pt-dir PTPY --out FRZ --seeds 0 --kinds stoc_j1,random,lamol --update "
-           "freeze --alpha 0.67", (r.SMALL, r.UPDATES, r.R150), r.stoc_freeze,
-           "One seed per freeze cell, judged against the seed range of the same preset's full-update cells (1.3 "
-           "small, 1.4 names150); the Pythia + BPE port shares name pieces as the paper's does.",
+           f"{SMALL}; {STOC_REGIME} --preset names150 --arch pythia --bpe-vocab 1024 --update freeze --alpha 0.67 "
+           "--pt-seeds 0 --pt-root runs/pt150-pythia --seeds 0,1,2 --sources 100 --kinds stoc_j1,random,lamol "
+           "--out runs/regime150-freeze-s3 --record cfka/stoc_freeze150_s3", (r.SMALL, r.FREEZE150), r.stoc_freeze,
+           "The small preset's freeze cells are one run each, judged against the seed range of its full-update "
+           "cells (1.3); the names150 Pythia + BPE freeze cells (its BPE shares name pieces as the paper's does) run "
+           "on three CPT seeds of one PT model and are compared run by run.",
            paper_regime=f"{PAPER_SYN}; Pythia: first 6 of 12 layers and the input embedding frozen"),
     _claim("full-vs-freeze", "§7 Freeze, §9 'full FT ≈ freeze'", "Full fine-tuning and freezing perform similarly",
            "STOC full α 0.5 51.54 / 90.47 vs freeze α 0.67 53.80 / 92.04 (Original / Continual sFTA)",

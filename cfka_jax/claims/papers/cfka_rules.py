@@ -31,6 +31,9 @@ PTS, BIO, STREAMS = "cfka/pt_models", "cfka/biography_small", "cfka/streams_smal
 BIO_BPE = "cfka/biography_small_bpe"
 R150S3 = "cfka/stoc_names150_s3"
 LORA150 = "cfka/stoc_lora150_s3"
+FREEZE150 = "cfka/stoc_freeze150_s3"
+"""names150 1× on the Pythia port with a 1,024-entry BPE tokenizer, input embedding and first block frozen, α 0.67:
+one PT replicate (s0) × CPT seeds 0–2, STOC, Random and LAMOL on the same seeds (rows pair on (pt, seed))."""
 """names150 1× with a LoRA update (rank 16) on :data:`R150S3`'s PT replicate s0 and CPT seeds: the same PT model,
 replay corpora and data order as its full-update runs, so the two pair run by run."""
 """names150 at 1× on PT replicates s0, s1 × CPT seeds 0, 1, 2 (produced; rows pair on (pt, seed)); the transcribed
@@ -242,20 +245,21 @@ def stoc_vs_random_default(records) -> Judgement:
 
 
 def stoc_freeze(records) -> Judgement:
-    """One run per cell: each STOC − other difference against the full-update seed range of the same preset."""
-    sm, up, r150 = records[SMALL], records[UPDATES], records[R150]
+    """The small preset's freeze cells (one run each) against the seed range of its full-update cells; the names150
+    Pythia + BPE freeze cells run by run over three CPT seeds (:data:`FREEZE150`)."""
+    sm, fr = records[SMALL], records[FREEZE150]
     floor_small = seed_range(sm, "original_sfta", ("stoc", "random", "lamol"), alpha=0.5, update="full")
-    floor_150 = seed_range(r150, "original_sfta", ("stoc", "random", "lamol"), dose=1)
     out = []
-    for label, rec, where, floor in (("small α 0.67", sm, {"alpha": 0.67, "update": "freeze"}, floor_small),
-                                     ("small α 0.9", sm, {"alpha": 0.9, "update": "freeze"}, floor_small),
-                                     ("names150 Pythia BPE α 0.67", up,
-                                      {"setting": "pythia-bpe1024-freeze", "alpha": 0.67}, floor_150)):
-        stoc = rec.values("original_sfta", kind="stoc", **where)[0]
+    for label, where in (("small α 0.67", {"alpha": 0.67, "update": "freeze"}),
+                         ("small α 0.9", {"alpha": 0.9, "update": "freeze"})):
+        stoc = sm.values("original_sfta", kind="stoc", **where)[0]
         for other in ("random", "lamol"):
-            diff = stoc - rec.values("original_sfta", kind=other, **where)[0]
-            j = against_floor(f"STOC above {other}", diff, floor)
+            diff = stoc - sm.values("original_sfta", kind=other, **where)[0]
+            j = against_floor(f"STOC above {other}", diff, floor_small)
             out.append(Part(f"{label} vs {other}", j, j.ours))
+    for other, size in (("random", GAP_RANDOM), ("lamol", GAP_LAMOL)):
+        out.append(part(f"names150 Pythia BPE α 0.67 vs {other}",
+                        pairs(fr, "original_sfta", {"kind": "stoc"}, {"kind": other}), f"STOC above {other}", size))
     return regimes("STOC above Random and LAMOL with frozen layers", out)
 
 
