@@ -44,6 +44,16 @@ def test_every_registered_claim_is_judged_from_the_committed_records():
             assert r.claim.records, r.claim.id
 
 
+def test_no_verdict_rests_on_one_seed_unless_it_names_the_accelerator_run():
+    """A claim on one seed names the command that adds seeds on an accelerator; a claim whose records hold three
+    seeds carries no stale accelerator mark."""
+    rows = table.derive(load_records(ROOT / "results"))
+    one = sorted(r.claim.id for r in rows if r.claim.kind == "empirical" and r.seeds == 1 and not r.claim.accelerator)
+    assert one == []
+    stale = sorted(r.claim.id for r in rows if r.claim.accelerator and r.seeds >= 3)
+    assert stale == []
+
+
 def _rec(name, seeds, unit=None):
     prov = {"docs_file": "d.md", "docs_commit": "0" * 40, "command": "c", "date": "2026-12-07",
             "seeds": list(range(seeds)), "pt_replicates": []}

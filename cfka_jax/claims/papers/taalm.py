@@ -423,17 +423,19 @@ CLAIMS: tuple[PaperClaim, ...] = (
            regime="TinyLlama-1.1B φ (LoRA + scalar head), meta-trained on 4,166 LAMA (D, T_D) pairs, 30 epochs",
            explanation="Every seed's LAMA-CKL φ became almost the Oracle mask (object 0.285 / 0.678 / 0.317 vs other "
                        "≤ 7e-4; the median document puts all but 1e-5 of its weight on the object); the Biography φ "
-                       "is far softer (0.856 vs 0.251 on one seed, bimodal), still falling when meta-training ended "
-                       "(docs/taalm.md §What φ learned)."),
+                       "is far softer and depends on the meta-step its checkpoint rule picks (value vs other 0.978 vs "
+                       "0.937 at step 40 on seed 0, 0.738 vs 0.155 at step 210 on seed 1; one PT model × 3 seeds, "
+                       "docs/taalm.md §What φ learned)."),
     _claim("phi-vs-uniform", "§2 TWPPL (Finetune = the same update with uniform weights); beyond the paper",
            "Weighting the training tokens by the meta-learned Train-Attention (TWPPL) teaches new knowledge better "
            "than the same training with uniform weights",
            "LAMA-CKL TAALM 0.429 vs Finetune 0.115 Top Acc", _phi_vs_uniform, (BIO,), command=BIO_CMD,
            regime=PAPER_LAMA,
            explanation="An ablation the paper does not run, in a Biography CPT with replay-all, paired on (PT model, "
-                       "seed): TWPPL at w = 1 against plain replay isolates TWPPL's normalisation (the transcribed "
-                       "seed: equal to the third decimal, so its gain, Continual hFTA 0.843 vs 0.768, Original 0.830 "
-                       "vs 0.803, is φ's weights); replay documents are weighted by φ too. One method."),
+                       "seed), one PT model × 3 seeds: TWPPL at w = 1 matches plain replay within 0.001 in every pair, "
+                       "so the gain (Continual hFTA +0.007 … +0.075) is φ's weights, not TWPPL's normalisation; its "
+                       "size follows the meta-step φ's checkpoint rule picks (+0.007 where it picked step 40 and φ "
+                       "stayed near uniform); replay documents are weighted by φ too. One method."),
     _claim("lama-7b", "Table 1 at the paper's scale",
            "TAALM's LAMA-CKL results at Llama-2-7B QLoRA with a TinyLlama-1.1B φ (Top Acc 0.429 at epoch 4, "
            "NF Acc 0.898, Total Knowledge 1.327)", "Top Acc 0.4290, NF Acc 0.8983",
