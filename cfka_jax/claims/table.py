@@ -220,7 +220,8 @@ def _value(text: str):
 def record_markdown(rec: Record, by: Sequence[str], metrics: Sequence[str],
                     where: Mapping[str, Any] | None = None) -> str:
     """A record's runs per value of the factors ``by``: runs (PT models × seeds), then per metric ``mean (lo–hi)``
-    over every run and, with two or more PT models, ``PT m1 / m2 …`` (each PT model's mean, in label order).
+    over every run and, with two or more PT models, ``PT m1 / m2 …`` (each PT model's mean, in label order); one
+    decimal, three for a metric whose values are all fractions (below 2 in size).
 
     Raises:
       ClaimsError: no row selected, or no selected row has a metric (names the record).
@@ -233,6 +234,9 @@ def record_markdown(rec: Record, by: Sequence[str], metrics: Sequence[str],
             raise ClaimsError(f"record {rec.name}: no selected row has {m!r}")
     def key(r):
         return tuple(r.get(f) for f in by)
+
+    # one decimal for values on the ×100 scale, three for fractions (every |value| of the column below 2)
+    digits = {m: 3 if all(abs(float(r[m])) < 2 for r in selected if r.get(m) is not None) else 1 for m in metrics}
 
     lines = ["| " + " | ".join([", ".join(by), "runs (PT × seeds)", *metrics]) + " |",
              "|" + "---|" * (len(metrics) + 2)]
@@ -248,11 +252,12 @@ def record_markdown(rec: Record, by: Sequence[str], metrics: Sequence[str],
                 cells.append("–")
                 continue
             s = spread(vals)
-            cell = f"{s.mean:.1f}" if s.n == 1 else f"{s.mean:.1f} ({s.lo:.1f}–{s.hi:.1f})"
+            d = digits[m]
+            cell = f"{s.mean:.{d}f}" if s.n == 1 else f"{s.mean:.{d}f} ({s.lo:.{d}f}–{s.hi:.{d}f})"
             if len(pts) > 1:
                 means = [spread([float(r[m]) for r in runs if str(r.get("pt")) == pt and r.get(m) is not None])
                          for pt in pts]
-                cell += "; PT " + " / ".join(f"{x.mean:.1f}" for x in means if x.n)
+                cell += "; PT " + " / ".join(f"{x.mean:.{d}f}" for x in means if x.n)
             cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     prov = rec.provenance
