@@ -9,9 +9,10 @@ of
 * ``summary`` — per paper, the count of each verdict (empirical and lemma rows apart), then the headline findings;
 * ``table PAPER [empirical|lemma]`` — the paper's full table;
 * ``claim ID [ID ...]`` — the rows of the named claims (a results page puts them beside its explanation);
-* ``record NAME BY[,BY...] METRIC[,METRIC...] [KEY=VALUE ...]`` — a record's runs summarised per value of the factors BY
-  (rows selected by the KEY=VALUE pairs): per metric the mean and range over every run and, with several PT
-  models, each PT model's mean (:func:`record_markdown`), so a results page's numbers are the record's.
+* ``record NAME BY[,BY...] METRIC[,METRIC...] [KEY=VALUE ...]`` — a record's runs summarised per value of the
+  factors BY (rows selected by the KEY=VALUE pairs, VALUE|VALUE for any of several): per metric the mean and range
+  over every run and, with several PT models, each PT model's mean (:func:`record_markdown`), so a results page's
+  numbers are the record's.
 
 :func:`check_docs` regenerates every block and names the file and line of each one that differs from what the
 records give; :func:`write_docs` rewrites them.
@@ -279,7 +280,8 @@ def render(spec: str, rows: Sequence[Row], where: str = "",
                               "[KEY=VALUE ...]")
         if records is None or words[1] not in records:
             raise ClaimsError(f"{where}: block 'claims:{spec}' names no record results/{words[1]}.json")
-        sel = {k: _value(v) for k, v in (w.split("=", 1) for w in words[4:])}
+        sel = {k: [_value(x) for x in v.split("|")] if "|" in v else _value(v)
+               for k, v in (w.split("=", 1) for w in words[4:])}
         try:
             return record_markdown(records[words[1]], words[2].split(","), words[3].split(","), sel)
         except ClaimsError as err:

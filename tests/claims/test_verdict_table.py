@@ -90,6 +90,8 @@ def test_a_record_block_summarises_runs_per_factor_with_each_pt_models_mean():
     assert "`make it`" in lines[-1] and "results/p/runs.json" in lines[-1]
     one = table.render("record p/runs kind acc pt=s1 seed=0", [], "page.md", {"p/runs": _runs_record()})
     assert "| a | 1 (1 × 1) | 20.0 |" in one
+    both = table.render("record p/runs kind acc kind=a|b seed=0", [], "page.md", {"p/runs": _runs_record()})
+    assert "| a | 2 (2 × 1) |" in both and "| b | 2 (2 × 1) |" in both
     rec = _runs_record()
     frac = Record(rec.name, rec.origin, rec.provenance, {}, tuple(dict(r, acc=r["acc"] / 100) for r in rec.rows))
     assert "| a | 4 (2 × 2) | 0.155 (0.100–0.210); PT 0.105 / 0.205 |" in table.render(
