@@ -35,7 +35,8 @@ from cfka_jax.claims.results import Record
 from cfka_jax.claims.verdicts import VERDICTS, Judgement, spread
 
 JSON_KEYS = ("id", "paper", "kind", "section", "statement", "paper_value", "paper_regime", "ours", "regime",
-             "verdict", "reason", "seeds", "pt_replicates", "record", "records", "command", "explanation", "accelerator")
+             "verdict", "reason", "seeds", "pt_replicates", "record", "records", "command", "explanation",
+             "accelerator")
 """The keys of each claim's object in ``cfka claims --json``."""
 
 
