@@ -44,7 +44,7 @@ BIO = ("cfka bio-table --preset small --ewc-lambda 1e6 --ewc-sweep 1e4,1e8 --pt-
        "--out runs/bio-s3 --record cfka/biography_small")
 BIO_LORA_LR = ("cfka bio-table --preset small --cells naive-lora --lora-lr-scales 3,10 --pt-seeds 0,1 --seeds 0,1,2 "
                "--pt-root runs/bio-s3 --out runs/bio-lora-lr --record cfka/biography_lora_lr")
-LORA150 = (f"{STOC_REGIME} --preset names150 --update lora --pt-seeds 0 --pt-root runs/pt150 --seeds 0,1,2 "
+LORA150 = (f"{STOC_REGIME} --preset names150 --update lora --pt-seeds 0,1 --pt-root runs/pt150 --seeds 0,1,2 "
            "--sources 100 --kinds stoc_j1,random,lamol --out runs/regime150-lora-s3 --record cfka/stoc_lora150_s3")
 BIO_BPE = ("cfka bio-table --preset small --arch pythia --bpe-vocab 1024 --cells naive-full,naive-freeze --pt-seeds 0,1 "
            "--seeds 0,1,2 --out runs/bio-bpe --record cfka/biography_small_bpe")
@@ -190,7 +190,7 @@ CLAIMS: tuple[PaperClaim, ...] = (
     _claim("lora-worst-low-alpha", "§4.6 LoRA, §9 'LoRA worst at low α'", "LoRA (rank 128) is the worst method at "
            "low α", "no numbers in the spec", f"{N150S3}; {LORA150}; {BIO}; {BIO_LORA_LR}",
            (r.LORA150, r.R150S3, r.BIO, r.BIO_LORA_LR), r.lora_worst,
-           "LoRA rank 16 (the paper's 128 scaled by width). At the full update's lr (the names150 cells on PT s0 × "
+           "LoRA rank 16 (the paper's 128 scaled by width). At the full update's lr (the names150 cells on 2 PT × "
            "3 seeds, paired with the full update's; the Biography cells 2 PT × 3 seeds) LoRA learns the fewest new facts but keeps as many old ones as the "
            "full update. At 3× and 10× that lr (cfka/biography_lora_lr, the same PT models and CPT seeds) it stays "
            "below the full update on new facts in every pair but is no longer below freeze (at 10× above it in every "
