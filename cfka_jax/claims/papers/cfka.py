@@ -48,8 +48,6 @@ LORA150 = (f"{STOC_REGIME} --preset names150 --update lora --pt-seeds 0,1 --pt-r
            "--sources 100 --kinds stoc_j1,random,lamol --out runs/regime150-lora-s3 --record cfka/stoc_lora150_s3")
 BIO_BPE = ("cfka bio-table --preset small --arch pythia --bpe-vocab 1024 --cells naive-full,naive-freeze --pt-seeds 0,1 "
            "--seeds 0,1,2 --out runs/bio-bpe --record cfka/biography_small_bpe")
-UPD = (f"{REGIME} --sources 100 --preset names150 --pt-dir PT150 --out LORA5 --seeds 0 --kinds stoc_j1,random,lamol "
-       "--update lora [--alpha 0.9]")
 DI_FULL = "cfka di-attention --preset small|names150 --attention softmax|linear --seeds 2 --skip-legacy --out OUT"
 DI_GDN = ("cfka di-attention --arch qwen3_5 --preset small --seeds 3 --pt-steps 120 --skip-legacy --measures context "
           "--out OUT --record results")

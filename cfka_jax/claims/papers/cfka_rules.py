@@ -26,7 +26,7 @@ from cfka_jax.claims.verdicts import Gap, Judgement, Paired, Spread, gap, ordere
 
 R600, R600X4, R150, R150X16 = ("cfka/stoc_names600", "cfka/stoc_names600x4", "cfka/stoc_names150",
                                "cfka/stoc_names150x16")
-SMALL, SCALE, INTERF, UPDATES = "cfka/stoc_small", "cfka/stoc_scale", "cfka/stoc_interfered", "cfka/stoc_updates"
+SMALL, SCALE, INTERF = "cfka/stoc_small", "cfka/stoc_scale", "cfka/stoc_interfered"
 PTS, BIO, STREAMS = "cfka/pt_models", "cfka/biography_small", "cfka/streams_small"
 BIO_BPE = "cfka/biography_small_bpe"
 R150S3 = "cfka/stoc_names150_s3"
