@@ -207,10 +207,13 @@ def machine() -> str:
 
 
 class Clock:
-    """Wall and CPU seconds since it was made (the CPU time of this process and its finished children)."""
+    """Wall and CPU seconds since it was made (the CPU time of this process and its finished children), and the
+    commit of the code when it was made (``commit``): a study makes its clock when it starts, so a record written
+    hours later names the code that ran, not a HEAD that moved on while it ran."""
 
     def __init__(self):
         self.wall0, self.cpu0 = time.perf_counter(), self._cpu()
+        self.commit = git_commit()
 
     @staticmethod
     def _cpu() -> float:
@@ -223,9 +226,12 @@ class Clock:
 
 def provenance(*, config: Mapping[str, Any], seeds: Iterable[int], pt_replicates: Iterable[str] = (),
                clock: Clock, command: str | None = None) -> dict[str, Any]:
-    """The provenance of a produced record: commit, command (default: this process's command line), config,
+    """The provenance of a produced record: commit (the code when ``clock`` started; ``commit_at_write`` adds
+    the checkout's commit now where it moved on since), command (default: this process's command line), config,
     seeds, PT replicates, machine, date (UTC), wall and CPU seconds since ``clock`` started."""
-    return {"commit": git_commit(), "command": command or " ".join(["cfka" if sys.argv[0].endswith("cfka")
+    now = git_commit()
+    moved = {} if now == clock.commit else {"commit_at_write": now}
+    return {"commit": clock.commit, **moved, "command": command or " ".join(["cfka" if sys.argv[0].endswith("cfka")
                                                                     else sys.argv[0], *sys.argv[1:]]),
             "config": dict(config), "seeds": list(seeds), "pt_replicates": list(pt_replicates),
             "machine": machine(), "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -84,6 +84,19 @@ def test_missing_values_name_the_record():
         rec.values("acc", kind="b")
 
 
+def test_provenance_names_the_commit_of_the_clock_start(monkeypatch):
+    """A long study's record names the code it started with; a HEAD that moved meanwhile is kept beside it."""
+    import cfka_jax.claims.results as results
+
+    monkeypatch.setattr(results, "git_commit", lambda cwd=None: "a" * 40)
+    clock = results.Clock()
+    assert results.provenance(config={}, seeds=[0], clock=clock, command="c")["commit"] == "a" * 40
+    assert "commit_at_write" not in results.provenance(config={}, seeds=[0], clock=clock, command="c")
+    monkeypatch.setattr(results, "git_commit", lambda cwd=None: "b" * 40 + "+dirty")
+    prov = results.provenance(config={}, seeds=[0], clock=clock, command="c")
+    assert prov["commit"] == "a" * 40 and prov["commit_at_write"] == "b" * 40 + "+dirty"
+
+
 def test_git_commit_is_a_commit_or_unknown():
     c = git_commit()
     assert c == "unknown" or len(c.split("+")[0]) == 40
