@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cfka_jax import jsonio
-from cfka_jax.claims.verdicts import spread
+from cfka_jax.claims.verdicts import cells, spread
 from cfka_jax.runs.folder import RunFolder
 
 
@@ -78,37 +78,21 @@ def write_replicate(path: pathlib.Path, result: Mapping[str, Any]) -> dict:
     return out
 
 
-def _key(row: Mapping[str, Any], factors: Sequence[str]) -> tuple:
-    return tuple(row.get(f) for f in factors)
-
-
 def summary(rows: Iterable[Mapping[str, Any]], factors: Sequence[str], metrics: Sequence[str]) -> list[dict]:
     """Mean and spread over PT replicates and seeds, per cell (the rows' values of ``factors``) and metric.
 
     Each entry: the cell's factors, ``metric``, ``mean``, ``lo``, ``hi``, ``n`` over every run (row) of the cell;
     ``pts`` and ``seeds``, the distinct PT models and seeds; ``pt_mean_lo`` / ``pt_mean_hi``, the range of the PT
     models' own means (how far apart the PT models put the cell); ``seed_range``, the widest range over seeds of one
-    PT model. Rows lacking the metric are left out of it; a cell without it has no entry.
+    PT model. Rows lacking the metric are left out of it; a cell without it has no entry (``claims.verdicts.cells``).
     """
-    rows = list(rows)
-    cells = list(dict.fromkeys(_key(r, factors) for r in rows))
     out = []
-    for cell in cells:
-        members = [r for r in rows if _key(r, factors) == cell]
-        for metric in metrics:
-            have = [r for r in members if r.get(metric) is not None]
-            if not have:
-                continue
-            all_runs = spread([r[metric] for r in have])
-            by_pt: dict[Any, list[float]] = {}
-            for r in have:
-                by_pt.setdefault(r.get("pt"), []).append(float(r[metric]))
-            pt_means = spread([spread(v).mean for v in by_pt.values()])
-            out.append({**dict(zip(factors, cell)), "metric": metric, "mean": round(all_runs.mean, 3),
-                        "lo": all_runs.lo, "hi": all_runs.hi, "n": all_runs.n, "pts": len(by_pt),
-                        "seeds": len({r.get("seed") for r in have} - {None}), "pt_mean_lo": round(pt_means.lo, 3),
-                        "pt_mean_hi": round(pt_means.hi, 3),
-                        "seed_range": round(max(max(v) - min(v) for v in by_pt.values()), 3)})
+    for c in cells(list(rows), factors, metrics):
+        pt_means = spread([s.mean for s in c.by_pt.values()])
+        out.append({**c.factors, "metric": c.metric, "mean": round(c.runs.mean, 3), "lo": c.runs.lo,
+                    "hi": c.runs.hi, "n": c.runs.n, "pts": len(c.by_pt), "seeds": c.seeds,
+                    "pt_mean_lo": round(pt_means.lo, 3), "pt_mean_hi": round(pt_means.hi, 3),
+                    "seed_range": round(max(s.hi - s.lo for s in c.by_pt.values()), 3)})
     return out
 
 

@@ -32,7 +32,7 @@ from cfka_jax.claims.papers import PAPER_TITLES, PAPERS, PaperClaim, paper_claim
 from cfka_jax.claims.papers.lemmas import RECORD as LEMMA_RECORD
 from cfka_jax.claims.papers.lemmas import lemma_claims
 from cfka_jax.claims.results import Record
-from cfka_jax.claims.verdicts import VERDICTS, Judgement, spread
+from cfka_jax.claims.verdicts import VERDICTS, Judgement, cells
 
 JSON_KEYS = ("id", "paper", "kind", "section", "statement", "paper_value", "paper_regime", "ours", "regime",
              "verdict", "reason", "seeds", "pt_replicates", "record", "records", "command", "explanation",
@@ -234,34 +234,31 @@ def record_markdown(rec: Record, by: Sequence[str], metrics: Sequence[str],
     for m in metrics:
         if not any(r.get(m) is not None for r in selected):
             raise ClaimsError(f"record {rec.name}: no selected row has {m!r}")
-    def key(r):
-        return tuple(r.get(f) for f in by)
-
     # one decimal for values on the ×100 scale, three for fractions (every |value| of the column below 2)
     digits = {m: 3 if all(abs(float(r[m])) < 2 for r in selected if r.get(m) is not None) else 1 for m in metrics}
+    stats = {(tuple(c.factors.values()), c.metric): c for c in cells(selected, by, metrics)}
 
     lines = ["| " + " | ".join([", ".join(by), "runs (PT × seeds)", *metrics]) + " |",
              "|" + "---|" * (len(metrics) + 2)]
-    for value in dict.fromkeys(key(r) for r in selected):
-        runs = [r for r in selected if key(r) == value]
+    for value in dict.fromkeys(tuple(r.get(f) for f in by) for r in selected):
+        runs = [r for r in selected if tuple(r.get(f) for f in by) == value]
         pts = sorted({str(r.get("pt")) for r in runs if r.get("pt") is not None})
         seeds = {r.get("seed") for r in runs if r.get("seed") is not None}
-        cells = [", ".join("–" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in value),
-                 f"{len(runs)} ({len(pts) or 1} × {len(seeds) or 1})"]
+        row = [", ".join("–" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in value),
+               f"{len(runs)} ({len(pts) or 1} × {len(seeds) or 1})"]
         for m in metrics:
-            vals = [float(r[m]) for r in runs if r.get(m) is not None]
-            if not vals:
-                cells.append("–")
+            c = stats.get((value, m))
+            if c is None:
+                row.append("–")
                 continue
-            s = spread(vals)
             d = digits[m]
+            s = c.runs
             cell = f"{s.mean:.{d}f}" if s.n == 1 else f"{s.mean:.{d}f} ({s.lo:.{d}f}–{s.hi:.{d}f})"
             if len(pts) > 1:
-                means = [spread([float(r[m]) for r in runs if str(r.get("pt")) == pt and r.get(m) is not None])
-                         for pt in pts]
-                cell += "; PT " + " / ".join(f"{x.mean:.{d}f}" for x in means if x.n)
-            cells.append(cell)
-        lines.append("| " + " | ".join(cells) + " |")
+                by_label = {str(pt): x for pt, x in c.by_pt.items() if pt is not None}
+                cell += "; PT " + " / ".join(f"{by_label[pt].mean:.{d}f}" for pt in pts if pt in by_label)
+            row.append(cell)
+        lines.append("| " + " | ".join(row) + " |")
     prov = rec.provenance
     made = f"`{prov['command']}`" + (f" at {prov['commit']}" if prov.get("commit") else "")
     return "\n".join(lines + ["", f"From `results/{rec.name}.json` ({rec.origin}): {made}."])

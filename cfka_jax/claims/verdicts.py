@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 Verdict = Literal["holds", "partly", "not reproduced", "refuted", "not tested"]
 VERDICTS: tuple[Verdict, ...] = ("holds", "partly", "not reproduced", "refuted", "not tested")
@@ -87,6 +87,43 @@ class Spread:
 
 def spread(values: Sequence[float]) -> Spread:
     return Spread(tuple(float(v) for v in values))
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One metric of one cell of replicated runs: ``runs`` over every run (row) of the cell, ``by_pt`` each PT
+    model's runs (keyed by the rows' ``pt``, ``None`` where a row names none, in first-seen order), ``seeds`` the
+    number of distinct seeds."""
+
+    factors: dict
+    metric: str
+    runs: Spread
+    by_pt: dict
+    seeds: int
+
+
+def cells(rows: Sequence[Mapping[str, Any]], factors: Sequence[str], metrics: Sequence[str]) -> list[Cell]:
+    """Rows grouped by their values of ``factors`` (first-seen order), one :class:`Cell` per group and metric.
+    Rows lacking a metric are left out of it; a group without it has no cell for it. The one grouping behind a
+    replicate study's summary (``experiments/replicates.summary``) and a record's docs table
+    (``claims/table.record_markdown``)."""
+    def key(r):
+        return tuple(r.get(f) for f in factors)
+
+    out = []
+    for value in dict.fromkeys(key(r) for r in rows):
+        members = [r for r in rows if key(r) == value]
+        for metric in metrics:
+            have = [r for r in members if r.get(metric) is not None]
+            if not have:
+                continue
+            by_pt: dict[Any, list[float]] = {}
+            for r in have:
+                by_pt.setdefault(r.get("pt"), []).append(float(r[metric]))
+            out.append(Cell(dict(zip(factors, value)), metric, spread([r[metric] for r in have]),
+                            {pt: spread(vals) for pt, vals in by_pt.items()},
+                            len({r.get("seed") for r in have} - {None})))
+    return out
 
 
 class _Comparison:
