@@ -11,7 +11,7 @@
     cfka corpus-cpt --data FILES --model HF_FOLDER --out DIR         your corpus + STOC (experiments/corpus_cpt.py)
     cfka stream --preset P --stages 3 --method M --out DIR           a task stream (experiments/stream.py)
     cfka taalm [--biography PT_DIR | --lama-ckl DIR ...]             TAALM (experiments/taalm_command.py)
-    cfka geometry onestep|coldstart|...|transmission [--scale S]     token-force geometry (experiments/geometry.py)
+    cfka geometry onestep|coldstart|...|transmission|loop [--scale S]  token-force geometry (experiments/geometry.py)
     cfka report RUN_DIR... [--out DIR]        compare run folders (experiments/report.py)
 
 One dispatch level: the first word names a :data:`COMMANDS` entry, whose module's ``FLAGS`` (generated from its
@@ -61,7 +61,8 @@ COMMANDS = {
                    "CPT on your own corpus with STOC replay and MMLU-format evaluation"),
     "knowedit": ("cfka_jax.experiments.knowedit", "KnowEdit CPT (Naive / LAMOL / STOC) from a local HF model"),
     "geometry": ("cfka_jax.experiments.geometry",
-                 "token-force geometry: CH1/CH2 one-step, attribution, update energy, readout transmission"),
+                 "token-force geometry: CH1/CH2 one-step, attribution, update energy, readout transmission, "
+                 "the CPT → SFT loop"),
 }
 """Subcommands generated from a config dataclass: name → (module, help). The module's ``FLAGS``
 (``cfka_jax/cli_gen.Flags``) turn the command line into its ``Config``, its ``command(cfg)`` runs it."""

@@ -18,6 +18,8 @@ Subcommands (each writes markdown + JSON tables and plots under ``--out``):
                    product and random scores against subsets retrained in one program, and their cost.
 * ``transmission`` §7: readout transmission R over Biography CPT, resets, plasticity, and the
                    transmission-drop vs reset-gain rank correlation.
+* ``loop``         §7, the paper's Sec. 6 account: rounds of CPT on a domain then SFT on a task vs CPT alone,
+                   R before each SFT and each SFT's plasticity (``--world ood``).
 
 Scales: ``smoke`` (seconds, for tests) and ``small`` (the numbers in docs/geometry.md)::
 
@@ -65,6 +67,8 @@ SUBCOMMANDS = {  # name → (module, config class, help)
     "select": ("geometry_select", "SelectConfig", "top-5 % data selection vs LESS / DataInf / HyperINF"),
     "transmission": ("geometry_transmission", "TransmissionConfig", "readout transmission, resets, plasticity"),
     "lds": ("geometry_lds", "LdsConfig", "linear datamodeling score of the attribution methods vs retrained subsets"),
+    "loop": ("geometry_loop", "LoopStudyConfig", "the self-reinforcing loop: CPT → SFT rounds vs CPT alone, R and "
+             "plasticity per round"),
 }
 def archs() -> tuple[str, ...]:
     """The families a synthetic geometry model can be built in: every registered one (``models/family.py``)."""
@@ -86,6 +90,8 @@ HELP = {  # the help of fields whose docstring is a class-level paragraph
     "cache_dir": "where generated worlds and packs are cached",
     "resets": "resets swept, e.g. none,readout", "sft_lr": "AdamW learning rate of the plasticity fine-tunes",
     "world": "biography: Biography PT/CPT; ood: long CPT on a fact domain, out-of-domain probe tasks",
+    "rounds": "CPT → SFT rounds (>= 2)", "block_steps": "domain steps per CPT block (0: the scale's)",
+    "task": "the SFT task, one of the ood world's out-of-domain tasks",
 }
 LR_HELP = {"coldstart": "AdamW learning rate of the warm-up", "erosion": "AdamW learning rate of the new task",
            "select": "AdamW learning rate of the fine-tunes", "energy": "AdamW learning rate of the SFT",
@@ -112,9 +118,9 @@ def _flags(name: str) -> Flags:
     fields = {f.name for f in dataclasses.fields(cls)}
     choices = {"scale": lambda: ("smoke", "small"), "arch": archs, "start": lambda: ("random", "base"),
                "vocab": lambda: ("full", "total_unique"), "normalize": lambda: ("all", "kept"),
-               "world": _worlds, "mode": lambda: ("map", "vmap")}
+               "world": _worlds, "mode": lambda: ("map", "vmap"), **(_LOOP_CHOICES if name == "loop" else {})}
     parsers = {"eta": _POSITIVE, "taus": _taus, **({"lr": _POSITIVE} if name in ("coldstart", "energy") else {}),
-               **(_LDS_PARSERS if name == "lds" else {})}
+               **(_LDS_PARSERS if name == "lds" else {}), **(_LOOP_PARSERS if name == "loop" else {})}
     help_ = {**HELP, **({"lr": LR_HELP[name]} if name in LR_HELP else {})}
     pick = lambda d: {k: v for k, v in d.items() if k in fields}  # noqa: E731
     return Flags(cls, prog=f"cfka geometry {name}", description=SUBCOMMANDS[name][2], choices=pick(choices),
@@ -123,6 +129,16 @@ def _flags(name: str) -> Flags:
 
 _LDS_PARSERS = {"fraction": float_arg(lo=0.0, hi=1.0, lo_open=True, hi_open=True), "subsets": int_arg(lo=3),
                 "lr": _POSITIVE}  # cfka geometry lds: a subset keeps some and leaves some; >= 3 subsets to rank
+
+
+def _ood_tasks() -> tuple[str, ...]:
+    from cfka_jax.geometry.ood import TASKS
+
+    return TASKS
+
+
+_LOOP_CHOICES = {"world": lambda: ("ood",), "task": _ood_tasks}  # cfka geometry loop: the ood world only
+_LOOP_PARSERS = {"rounds": int_arg(lo=2), "block_steps": int_arg(lo=0), "sft_lr": _POSITIVE}
 
 
 def _worlds() -> tuple[str, ...]:

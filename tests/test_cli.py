@@ -358,7 +358,7 @@ def _bases(w: dict, out: str, cache: str) -> dict:
                              "Finetune", "--no-progress"], True),
         **{("geometry", name): ([name, "--scale", "smoke", "--out", out], None)
            for name in ("onestep", "coldstart", "attribution", "energy", "erosion", "crosslingual", "select",
-                        "transmission", "lds")},
+                        "transmission", "lds", "loop")},
     }
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -88,15 +89,21 @@ class Trainer:
 
     def curve(self, graphdef, rest, params, train: list[dict], probe: list[dict]) -> dict:
         """``{L0, L_final, L_min, plast, plast_min}`` of one SFT run (``params`` is copied, not consumed)."""
+        return self.fit(graphdef, rest, params, train, probe)[0]
+
+    def fit(self, graphdef, rest, params, train: list[dict], probe: list[dict]) -> tuple[dict, Any]:
+        """:meth:`curve` and the fine-tuned parameters (``params`` is copied, not consumed; the returned tree is
+        the loop's final state, which nothing donates afterwards)."""
         step, loss_fn = self._fns(graphdef, rest)
         state = init_state(jax.tree.map(jnp.copy, params), self.tx)
         losses = [self.probe(loss_fn, state.params, probe)]
         every = max(1, self.cfg.steps // 4)
-        run_loop(state, step, lambda t: train[t % len(train)], cfg=LoopConfig(steps=self.cfg.steps, log_every=max(
-            1, self.cfg.steps), progress=False), state_at=lambda done: done % every == 0 or done == self.cfg.steps,
-                 on_state=lambda done, s: losses.append(self.probe(loss_fn, s.params, probe)))
+        final = run_loop(state, step, lambda t: train[t % len(train)], cfg=LoopConfig(
+            steps=self.cfg.steps, log_every=max(1, self.cfg.steps), progress=False),
+            state_at=lambda done: done % every == 0 or done == self.cfg.steps,
+            on_state=lambda done, s: losses.append(self.probe(loss_fn, s.params, probe))).state
         return {"L0": losses[0], "L_final": losses[-1], "L_min": min(losses), "plast": losses[0] - losses[-1],
-                "plast_min": losses[0] - min(losses), "curve": losses}
+                "plast_min": losses[0] - min(losses), "curve": losses}, final.params
 
 
 PREMISE_MARGIN = 0.5
