@@ -72,7 +72,7 @@ class Row:
                 "paper_value": c.paper_value, "paper_regime": c.paper_regime, "ours": j.ours,
                 "regime": self.regime, "verdict": j.verdict, "reason": j.reason, "seeds": self.seeds,
                 "pt_replicates": self.pt_replicates, "record": self.record, "records": list(c.records),
-                "command": c.command, "explanation": c.explanation, "accelerator": c.accelerator}
+                "context": list(c.context), "command": c.command, "explanation": c.explanation, "accelerator": c.accelerator}
 
 
 def _regime(records: Sequence[Record]) -> str:
@@ -83,18 +83,19 @@ def _regime(records: Sequence[Record]) -> str:
 
 
 def judge(claim: PaperClaim, records: Mapping[str, Record]) -> Row:
-    """The claim's row: its rule on exactly the records it names.
+    """The claim's row: its rule on exactly the records it names (``records``, which decide it, and ``context``,
+    shown beside it); the seeds, PT replicates, origin and regime are those of ``records`` alone.
 
     Raises:
       ClaimsError: a named record is missing, the rule fails on the records, or a verdict other than
         ``not tested`` rests on no record.
     """
-    missing = [n for n in claim.records if n not in records]
+    missing = [n for n in (*claim.records, *claim.context) if n not in records]
     if missing:
         raise ClaimsError(f"claim {claim.id}: no record " + ", ".join(f"results/{n}.json" for n in missing))
     mine = {n: records[n] for n in claim.records}
     try:
-        j = claim.rule(mine)
+        j = claim.rule({**mine, **{n: records[n] for n in claim.context}})
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as err:
         raise ClaimsError(f"claim {claim.id}: its rule fails on its records: {err}") from err
     if not isinstance(j, Judgement):
@@ -121,7 +122,7 @@ def derive(records: Mapping[str, Record]) -> list[Row]:
 
 def unread(records: Mapping[str, Record], rows: Iterable[Row]) -> list[str]:
     """Records no claim reads."""
-    read = {n for r in rows for n in r.claim.records}
+    read = {n for r in rows for n in (*r.claim.records, *r.claim.context)}
     return sorted(set(records) - read)
 
 
@@ -155,6 +156,8 @@ def _md_row(r: Row) -> str:
     claim = f"**{c.id}** ({c.section}): {c.statement}"
     paper = c.paper_value + (f" [{c.paper_regime}]" if c.paper_regime and c.kind == "empirical" else "")
     record = r.record if r.record == "none" else f"{r.record}, {r.seeds} seeds × {r.pt_replicates} PT"
+    if c.context:
+        record += "; shown beside it, not deciding it: " + ", ".join(c.context)
     if c.accelerator:
         record += f"; more seeds sized for an accelerator: `{c.accelerator}`"
     command = f"`{c.command}`" if c.command else ""

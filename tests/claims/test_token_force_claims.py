@@ -161,12 +161,15 @@ def test_transmission_drop_reads_the_size_normalised_r():
     assert rule("token-force.transmission-drop", ood_record([[1, 2, 3, 4, 5]] * 2)).verdict == "partly"
 
 
-def test_reset_gain_on_the_known_tasks_and_the_biography_record():
+def test_reset_gain_on_the_known_tasks_with_the_biography_record_beside_it():
     j = rule("token-force.reset-gain", ood_record([[1, 2, 3, 4, 5]] * 3), bio_record())
-    # OOD gains apart from 0 at every seed (readout 5, last4 2.5); the Biography record is one run a side
-    assert j.verdict == "partly" and "OOD gain readout longform at step 5: +5.00 / +5.00 / +5.00" in j.ours
+    # OOD gains apart from 0 at every seed (readout 5, last4 2.5) decide it; the one-seed Biography record is shown
+    assert j.verdict == "holds" and "OOD gain readout longform at step 5: +5.00 / +5.00 / +5.00" in j.ours
     assert "OOD gain last4 longform" in j.ours and "ident_a" not in j.ours and "ident_a left out" in j.reason
-    assert "Biography gain (readout) at step 400: 0.130 (n=1) vs 0.090 (n=1), +0.040, one run" in j.ours
+    assert "Biography" not in j.ours
+    assert ("not deciding it (in domain, 1 seed): Biography gain (readout) at step 400: 0.130 (n=1) vs 0.090 "
+            "(n=1), +0.040, one run") in j.reason
+    assert rule("token-force.reset-gain", ood_record([[1, 2, 3, 4, 5]] * 3)).verdict == "holds"
 
 
 def bio_produced(gains_by_seed, tasks=("task_major", "task_company")):
@@ -191,18 +194,18 @@ def bio_produced(gains_by_seed, tasks=("task_major", "task_company")):
 @pytest.mark.parametrize("gains, verdict, shown", [
     ([(0.04, 0.02)] * 3, "holds", "+0.030 (+0.030 … +0.030, 3 pairs: every pair the same sign)"),
     ([(0.04, 0.02), (0.05, 0.01), (0.02, -0.04)], "partly", "pairs of both signs"),  # seed 2 lacks the gain
-    ([(0.04, 0.02), (0.05, 0.03)], "partly", "at step 400: 1.000 (1.000–1.000, n=2) vs 0.965 (0.960–0.970, n=2), "
-                                             "+0.035, apart"),  # apart, but two seeds
+    ([(0.04, 0.02), (0.05, 0.03)], "holds", "at step 400: 1.000 (1.000–1.000, n=2) vs 0.965 (0.960–0.970, n=2), "
+                                            "+0.035, apart"),  # two seeds: shown beside it, not deciding it
 ])
 def test_reset_gain_judges_a_produced_biography_record_per_seed(gains, verdict, shown):
-    """With ≥ 3 seeds of Biography rows the gain (mean over the tasks) counts only when every seed has it; two
-    seeds are two sides, and a verdict beyond partly needs three seeds in both records."""
+    """With ≥ 3 seeds of Biography rows the gain (mean over the tasks) joins the verdict and counts only when
+    every seed has it; with fewer it is shown beside the out-of-domain verdict and cannot change it."""
     j = rule("token-force.reset-gain", ood_record([[1, 2, 3, 4, 5]] * 3), bio_produced(gains))
     assert j.verdict == verdict, j
-    assert shown in j.ours
     if len(gains) == 2:
-        assert "2 of the 3 seeds" in j.reason and "Biography gain (readout) at step 400" in j.ours
+        assert shown in j.reason and "not deciding it (in domain, 2 seeds)" in j.reason
     else:
+        assert shown in j.ours
         assert "Biography gain (readout, mean over the tasks) per seed at step 400: paired difference" in j.ours
 
 
@@ -303,7 +306,7 @@ def test_registry_shape_on_the_real_records():
     for row in rows:
         assert (row.judgement.verdict == "not tested") == (not row.claim.records), row.claim.id
         assert all(records[n].provenance["command"] for n in row.claim.records)
-    mine = {n for c in claims for n in c.records}
+    mine = {n for c in claims for n in (*c.records, *c.context)}
     assert mine == {n for n in records if n.startswith("token-force/")}  # every record is read
     produced = {r.IDENT, r.IDENT_P, r.ENERGY, r.ENERGY_KEPT, r.COLD, r.COLD_BASE, r.ERO3, r.LDS}
     for name in produced:  # written by `cfka geometry ... --seeds 0,1,2 --record NAME`, at three seeds

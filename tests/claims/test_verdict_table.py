@@ -73,6 +73,28 @@ def test_pt_model_and_timing_records_do_not_count_as_seeds(units, seeds):
     assert table.judge(claim, recs).seeds == seeds
 
 
+def test_a_context_record_reaches_the_rule_but_not_the_seed_count():
+    """A record shown beside a verdict (``context``) is handed to the rule but counts toward neither the claim's
+    seeds nor its origin; a record cannot be both; a missing context record is named."""
+    recs = {"p/main": _rec("p/main", 3), "p/side": _rec("p/side", 1)}
+    seen = {}
+
+    def rule(r):
+        seen.update(r)
+        return Judgement("holds", "r", "o")
+
+    claim = PaperClaim(id="cfka.x", paper="cfka", section="§1", statement="s", paper_value="", paper_regime="",
+                       command="c", records=("p/main",), context=("p/side",), rule=rule)
+    row = table.judge(claim, recs)
+    assert sorted(seen) == ["p/main", "p/side"] and row.seeds == 3
+    assert "p/side" not in table.unread(recs, [row])
+    with pytest.raises(table.ClaimsError, match="results/p/side.json"):
+        table.judge(claim, {"p/main": recs["p/main"]})
+    with pytest.raises(ValueError, match="either read for the verdict or shown as context"):
+        PaperClaim(id="cfka.y", paper="cfka", section="§1", statement="s", paper_value="", paper_regime="",
+                   command="c", records=("p/main",), context=("p/main",), rule=rule)
+
+
 def _runs_record():
     prov = {"docs_file": "d.md", "docs_commit": "0" * 40, "command": "make it", "date": "2026-12-07",
             "seeds": [0, 1], "pt_replicates": ["s0", "s1"]}

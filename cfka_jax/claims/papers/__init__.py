@@ -48,6 +48,9 @@ class PaperClaim:
       accelerator: for a claim whose records hold fewer than three seeds because the runs that would add them
         do not fit the project's CPU machine: the command that adds them on an accelerator ("" otherwise). The
         verdict table shows it beside the seed count; a claim on one seed must name it.
+      context: names of records the rule also receives to show beside its verdict (a study outside the paper's
+        regime, or on too few seeds to decide) but which do not decide it: they count toward neither the claim's
+        seeds and PT replicates nor its origin and regime. The rule must not let them change the verdict.
     """
 
     id: str
@@ -63,6 +66,7 @@ class PaperClaim:
     headline: bool = False
     explanation: str = ""
     accelerator: str = ""
+    context: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.paper not in PAPERS:
@@ -71,6 +75,9 @@ class PaperClaim:
             raise ValueError(f"claim id {self.id!r} must start with its paper ('cfka.', 'taalm.', 'token-force.')")
         if self.records and not self.command:
             raise ValueError(f"claim {self.id}: a claim that reads records names the command that makes them")
+        if set(self.context) & set(self.records):
+            raise ValueError(f"claim {self.id}: a record is either read for the verdict or shown as context, not "
+                             f"both: {sorted(set(self.context) & set(self.records))}")
         if not self.statement or not self.section:
             raise ValueError(f"claim {self.id}: a statement and the paper's section are required")
 

@@ -39,7 +39,6 @@ TRANS_BIO = ("cfka geometry transmission --scale small --resets none,readout --o
              "--record transmission_biography")
 """The Biography study at one seed (seed 0 into ``--out``; the transcribed record's run, made before ``--record``
 existed for this world); ``--seeds 0,1,2`` is the claim's accelerator run."""
-TRANS = TRANS_BIO + "; " + TRANS_OOD
 BENCH = ("python bench/geometry.py --scale small --arch qwen --layers 6 --hidden 512 --pool 2000 --pretrain-steps 0 "
          "--model-vocab 151936 --feature-chunk 50 --train-chunk 10 --exact-train 100 --exact-test 10 "
          "[--exact-product numpy]; python bench/geometry.py --scale small --layers 6 --hidden 512|256 --pool 2000 "
@@ -294,14 +293,15 @@ CLAIMS: tuple[PaperClaim, ...] = (
         statement="Restoring the pre-CPT embedding and readout ('Reset readout'), or those and the top blocks "
                   "('Reset last 4'), before SFT recovers the plasticity lost in CPT",
         paper_value="(figures; no number in the spec)",
-        paper_regime=PAPER_CPT, command=TRANS, records=(r.T_OOD, r.T_BIO), rule=tr.reset_gain,
-        explanation="docs/geometry.md: the rule reads the tasks the base model knows before CPT (longform; the "
+        paper_regime=PAPER_CPT, command=TRANS_OOD, records=(r.T_OOD,), context=(r.T_BIO,), rule=tr.reset_gain,
+        explanation="docs/geometry.md: the paper fine-tunes on tasks outside the CPT domain, so the out-of-domain "
+                    "study decides it; the rule reads the tasks the base model knows before CPT (longform; the "
                     "identification tasks stay near chance and are left out); after 1,200 domain steps both resets "
                     "lower its post-SFT probe loss at every seed, and they restore forgotten knowledge as much as "
-                    "learning speed (the loss before SFT, L0, falls).",
-        accelerator="cfka geometry transmission --scale small --resets none,readout --seeds 0,1,2 "
-                    "--out runs/geometry/transmission-s3 --record transmission_biography (the Biography study; 151 "
-                    "min per seed on 2 CPU cores)"),
+                    "learning speed (the loss before SFT, L0, falls). The in-domain Biography study (one seed) is "
+                    "shown beside it; its three seeds are sized for an accelerator (151 min per seed on 2 CPU "
+                    "cores): cfka geometry transmission --scale small --resets none,readout --seeds 0,1,2 --out "
+                    "runs/geometry/transmission-s3 --record transmission_biography."),
     PaperClaim(
         id="token-force.cold-start", paper=P, section="Sec. 3, step-1+ check (§8)",
         statement="The sign of the one-step approximation is unreliable at initialisation and recovers after about "

@@ -199,9 +199,10 @@ def bio_gain(bio: Record) -> tuple[r.Cmp, int]:
 
 def reset_gain(records: Mapping[str, Record]) -> Judgement:
     """The gain of Reset readout (and Reset last 4 = ``last4`` where run) > 0 at the last checkpoint on every known
-    task at every seed, and on the Biography record's last checkpoint (:func:`bio_gain`: at every seed once it
-    holds ≥ :data:`MIN_SEEDS`). A verdict beyond ``partly`` needs that many seeds in both records."""
-    ood, bio = records[r.T_OOD], records[r.T_BIO]
+    out-of-domain task at every seed (the paper's regime: SFT tasks outside the CPT domain). The Biography study
+    (in domain, a context record) is shown beside it; it joins the verdict (:func:`bio_gain`: at every seed) only
+    once it holds ≥ :data:`MIN_SEEDS` seeds."""
+    ood, bio = records[r.T_OOD], records.get(r.T_BIO)
     tasks = known(ood)
     names = sorted({t for ts in tasks.values() for t in ts})
     if not names:
@@ -214,11 +215,17 @@ def reset_gain(records: Mapping[str, Record]) -> Judgement:
             seeds = [s for s, ts in tasks.items() if t in ts]
             cmps.append(r.vs_values(f"OOD gain {reset} {t} at step {last}",
                                     [gain(ood, s, t, last, reset) for s in seeds], 0.0))
-    bio_cmp, bio_seeds = bio_gain(bio)
-    cmps.append(bio_cmp)
+    bio_note = ""
+    if bio is not None:
+        bio_cmp, bio_seeds = bio_gain(bio)
+        if bio_seeds >= MIN_SEEDS:
+            cmps.append(bio_cmp)
+        else:
+            bio_note = (f"; not deciding it (in domain, {bio_seeds} seed{'s' if bio_seeds != 1 else ''}): "
+                        f"{bio_cmp.shown}")
     l0 = {x: _fmt([float(_cell(ood, s, t, last, x)["l0"]) for t in names for s in sorted(tasks) if t in tasks[s]])
           for x in ("none", *resets)}
     note = ("L0 before SFT at the last checkpoint: " + ", ".join(f"{k} {v}" for k, v in l0.items())
-            + (f"; {left_out(ood)}" if left_out(ood) else ""))
+            + (f"; {left_out(ood)}" if left_out(ood) else "") + bio_note)
     return _capped(r.overall(cmps, "a reset to the base weights lowers the post-SFT probe loss after CPT", note),
-                   min(len(tasks), bio_seeds))
+                   len(tasks))
