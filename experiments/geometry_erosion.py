@@ -54,7 +54,7 @@ from cfka_jax import jsonio
 from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_markdown
 
 
-STUDIES = ("erosion", "cues")
+STUDIES = ("erosion", "cues", "graded")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +90,8 @@ class ErosionConfig:
     out: str = "runs/geometry/erosion"
     study: str = "erosion"
     """``erosion``: the five variants and the §6.5 prediction; ``cues``: the §6.6 train-cue × eval-cue grid and the
-    §6.2 per-token collision protocol (``geometry_cues.py``)."""
+    §6.2 per-token collision protocol (``geometry_cues.py``); ``graded``: the §6.5 prediction in a world whose
+    subjects share a graded fraction of the new task's cue (``geometry_erosion_graded.py``)."""
     record: str | None = None
     results: str = "results"
 
@@ -105,8 +106,8 @@ class ErosionConfig:
             EnergyMaskConfig(tau=tau)
         geometry_record.check_seeds(self.seeds)
         geometry_record.check_record_name(self.record)
-        if self.record and self.study != "erosion":
-            raise ValueError("--record writes the erosion study's record; the cues study has none")
+        if self.record and self.study == "cues":
+            raise ValueError("--record writes the erosion or graded study's record; the cues study has none")
 
     @property
     def run_seeds(self) -> tuple[int, ...]:
@@ -130,24 +131,28 @@ def _evaluator(net, world):
         return float(np.sum((pred == tokens[:, 1:]) * mask) / np.sum(mask))
 
     def evaluate(params, new_tokens):
-        m = {k: np.asarray(v) for k, v in formats.old_task_metrics(functools.partial(logits, params), old,
-                                                                    letters).items()}
+        m = {k: np.asarray(v) for k, v in formats.old_task_metrics(
+            functools.partial(logits, params), old, letters, answer_pos=world.config.old_answer_pos).items()}
         per_subject = [float(m["choice_mass"][subjects == k].mean()) for k in range(world.config.subjects)]
         non_if = [float(1 - m["canonical"][subjects == k].mean()) for k in range(world.config.subjects)]
+        content = [float(m["content"][subjects == k].mean()) for k in range(world.config.subjects)]
         return {"choice_mass": float(m["choice_mass"].mean()), "canonical_rate": float(m["canonical"].mean()),
                 "content_acc": float(m["content"].mean()), "old_nll": float(m["nll"].mean()),
-                "choice_mass_subject": per_subject, "non_if_subject": non_if, "new_acc": new_acc(params, new_tokens),
-                "_nll_items": m["nll"].tolist()}
+                "choice_mass_subject": per_subject, "non_if_subject": non_if, "content_subject": content,
+                "new_acc": new_acc(params, new_tokens), "_nll_items": m["nll"].tolist()}
     return evaluate
 
 
-def _predict(params, net, world, n):
+def _predict(params, net, world, n, markers=("canonical", "isolated")):
+    """The §6.5 ``seq5`` terms per subject (mean over its old items) for the update side in each of ``markers``."""
     out = {}
     for name, tokens in (("canonical", world.new_train), ("isolated", world.iso_train)):
+        if name not in markers:
+            continue
         rows = np.repeat(np.arange(n), world.config.answer_len + 1)
         pos = np.tile(np.arange(world.config.new_len - world.config.answer_len - 1, world.config.new_len), n)
         ts = onestep.TokenSet(jnp.asarray(tokens[:n]), jnp.asarray(rows, jnp.int32), jnp.asarray(pos, jnp.int32))
-        items = formats.erosion_prediction(params, ts, world.old, net=net)
+        items = formats.erosion_prediction(params, ts, world.old, net=net, answer_pos=world.config.old_answer_pos)
         out[name] = {k: [float(v[world.old_subject == s].mean()) for s in range(world.config.subjects)]
                      for k, v in items.items()}
     return out
@@ -321,6 +326,10 @@ def _regime(cfg: ErosionConfig, s: ErosionScale) -> dict:
 
 def run_erosion(cfg: ErosionConfig) -> dict:
     s = SCALES[cfg.scale]
+    if cfg.study == "graded":
+        from cfka_jax.experiments.geometry_erosion_graded import run_graded
+
+        return run_graded(cfg)
     if cfg.study == "cues":
         from cfka_jax.experiments.geometry_cues import run_cues
 

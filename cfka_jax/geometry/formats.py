@@ -16,7 +16,28 @@ told apart by position. The **format-isolated** variant renders the same items w
 ANS, spec §6.6).
 Subjects of the new task are drawn with unequal weights ``subject_weights`` (subject 0 most often), so the
 subjects differ in how much the new task's prompts resemble theirs — the variation across subjects that the
-pre-finetuning prediction of §6.5 is scored against.
+pre-finetuning prediction of §6.5 is scored against. In that default world the subjects differ by one token only.
+
+**Graded similarity** (``cue_len = M > 0``). The question marker Q becomes a cue of M tokens, and each old subject
+shares a set fraction of it with the new task. The new task's cue is ``N_1 … N_M``, and the old task owns
+``O_1 … O_M`` (2M ids after the content tokens). A permutation ``τ`` of the M cue positions is drawn per seed
+(after every draw of the default world). Subject s shares the positions ``S_s = {τ_1 … τ_{k_s}}``:
+
+    cue_s[j] = N_j  if j ∈ S_s,   O_j  otherwise;      cue_new = N_1 … N_M
+
+    f_s = |{j : cue_s[j] = cue_new[j]}| / M = k_s / M,      k_s ≤ k_t  ⇒  S_s ⊆ S_t
+
+By default ``k_s = round(s·M/(S−1))``, so with 8 subjects and M = 7 the knob is f_s = s/7 ∈ {0, 1/7, …, 1}. The knob
+is monotone in two senses: a subject's share of the new cue grows with k, and the shared sets are nested, so a more
+similar subject holds every shared token of a less similar one. Everything else is the default world's, drawn from
+the same seed: the same items, with Q replaced by the cue. Answer marker ANS, positions, letters and content pool
+stay common to every subject. So erosion keeps the default world's global part, and the cue adds a similarity to the
+new task that grows with f by construction (that erosion follows it is the premise the graded erosion study
+measures, as the Spearman of f against erosion). ``kembd``, the token-overlap term of §6.5's CH2, is affected as
+well: the cue adds exactly k_s to the overlap of an old prompt of subject s with any new prefix that holds the cue.
+That term grows with f by construction too, and ``ch2_no_kembd`` is the CH2 without it. Draw the new task's subjects
+uniformly (``subject_weights`` all equal) when the cue is to be the only graded similarity. Each item is ``M − 1``
+tokens longer, and the two tasks' ANS are still at the same position (:attr:`FormatWorldConfig.old_answer_pos`).
 
 **Metrics** (spec §6.4, at the old task's answer position, i.e. the target right after ANS):
 
@@ -69,6 +90,11 @@ class FormatWorldConfig:
     """m, the tokens of a new-task answer y."""
     subject_weights: tuple[float, ...] = ()
     """The new task's subject weights (``subjects`` values; empty: ``subjects − 1, …, 0``, normalised)."""
+    cue_len: int = 0
+    """M, the length of the graded cue that replaces the question marker Q (0: the single marker Q)."""
+    cue_shared: tuple[int, ...] = ()
+    """k_s, how many of the M cue positions subject s shares with the new task's cue (``subjects`` values in
+    0..M; empty: ``round(s·M/(S−1))``). Only with ``cue_len > 0``."""
     seed: int = 0
     """Seed of the world (values, letters, choices, items)."""
 
@@ -81,12 +107,32 @@ class FormatWorldConfig:
                                      or min(self.subject_weights) < 0 or sum(self.subject_weights) <= 0):
             raise ValueError(f"subject_weights must be {self.subjects} non-negative weights with a positive sum, "
                              f"got {self.subject_weights}")
+        if self.cue_len < 0:
+            raise ValueError(f"cue_len must be >= 0 (0: the single marker Q), got {self.cue_len}")
+        if self.cue_shared and (not self.cue_len or len(self.cue_shared) != self.subjects
+                                or not all(0 <= k <= self.cue_len for k in self.cue_shared)):
+            raise ValueError(f"cue_shared must be {self.subjects} integers in 0..cue_len (cue_len > 0), got "
+                             f"{self.cue_shared} with cue_len {self.cue_len}")
 
     @property
     def weights(self) -> np.ndarray:
         """New-task subject probabilities (default linear, subject 0 most frequent, the last one never drawn)."""
         w = np.asarray(self.subject_weights or np.arange(self.subjects, 0, -1) - 1.0, float)
         return w / w.sum()
+
+    @property
+    def shared(self) -> np.ndarray:
+        """k_s per subject: the cue positions subject s shares with the new task (all 0 without a cue)."""
+        if not self.cue_len:
+            return np.zeros(self.subjects, np.int64)
+        if self.cue_shared:
+            return np.asarray(self.cue_shared, np.int64)
+        return np.rint(np.arange(self.subjects) * self.cue_len / max(self.subjects - 1, 1)).astype(np.int64)
+
+    @property
+    def similarity(self) -> np.ndarray:
+        """f_s = k_s / M, the knob of the graded world (all 0 without a cue)."""
+        return self.shared / self.cue_len if self.cue_len else np.zeros(self.subjects)
 
     @property
     def subject0(self) -> int:
@@ -101,12 +147,31 @@ class FormatWorldConfig:
         return self.entity0 + self.subjects * self.entities_per_subject + self.new_entities
 
     @property
-    def vocab_size(self) -> int:
+    def cue0(self) -> int:
+        """The first cue id: the new task's cue ``N_j = cue0 + j``, the old task's ``O_j = cue0 + M + j``."""
         return self.content0 + self.content_tokens
 
     @property
+    def vocab_size(self) -> int:
+        return self.cue0 + 2 * self.cue_len
+
+    @property
+    def stretch(self) -> int:
+        """How many tokens the cue adds to every item (``M − 1``; 0 without a cue)."""
+        return max(self.cue_len - 1, 0)
+
+    @property
+    def old_len(self) -> int:
+        return OLD_LEN + self.stretch
+
+    @property
+    def old_answer_pos(self) -> int:
+        """The old task's answer-letter target position (scored from ANS, one before)."""
+        return OLD_ANSWER_POS + self.stretch
+
+    @property
     def new_len(self) -> int:
-        return 6 + self.input_len + self.answer_len
+        return 6 + self.input_len + self.answer_len + self.stretch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,11 +179,13 @@ class FormatWorld:
     """Token arrays (int32 numpy) of the two tasks.
 
     Attributes:
-      old: ``[n, 15]`` multiple-choice items (canonical markers), ``old_subject`` and ``old_letter`` their subject
-        and correct letter index (0..3). The old task is a memorised question bank: it is trained and evaluated on
-        the same items, so content accuracy measures what of the learned answers survives.
+      old: ``[n, old_len]`` multiple-choice items (canonical markers; 15 tokens without a cue), ``old_subject`` and
+        ``old_letter`` their subject and correct letter index (0..3). The old task is a memorised question bank:
+        it is trained and evaluated on the same items, so content accuracy measures what of the learned answers
+        survives.
       new_train, new_test: ``[n, new_len]`` long-form items with the canonical markers; ``new_*_subject``.
-      iso_train, iso_test: the same long-form items with the isolated markers P / R.
+      iso_train, iso_test: the same long-form items with the isolated markers P / R (with a cue: R only).
+      cue_order: the permutation τ of the cue positions (empty without a cue); subject s shares ``τ[:k_s]``.
     """
 
     config: FormatWorldConfig
@@ -131,6 +198,7 @@ class FormatWorld:
     new_test_subject: np.ndarray
     iso_train: np.ndarray
     iso_test: np.ndarray
+    cue_order: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def _old_items(cfg: FormatWorldConfig, rng: np.random.Generator):
@@ -173,8 +241,24 @@ def isolate(tokens: np.ndarray) -> np.ndarray:
     return out
 
 
+def cues(cfg: FormatWorldConfig, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cue of every subject (``[S, M]``) and the new task's (``[M]``): subject s holds ``N_j`` at the positions
+    ``order[:k_s]`` and ``O_j`` elsewhere."""
+    m = cfg.cue_len
+    new = cfg.cue0 + np.arange(m)
+    old = np.tile(cfg.cue0 + m + np.arange(m), (cfg.subjects, 1))
+    for s, k in enumerate(cfg.shared):
+        old[s, order[:k]] = new[order[:k]]
+    return old, new
+
+
+def _with_cue(tokens: np.ndarray, cue_XM: np.ndarray) -> np.ndarray:
+    """``tokens`` with the question marker at position 1 replaced by the rows' cues."""
+    return np.concatenate([tokens[:, :1], cue_XM.astype(tokens.dtype), tokens[:, 2:]], axis=1)
+
+
 def make_world(cfg: FormatWorldConfig) -> FormatWorld:
-    """The two tasks of ``cfg`` (deterministic in ``cfg.seed``)."""
+    """The two tasks of ``cfg`` (deterministic in ``cfg.seed``; with a cue, the same items with Q replaced)."""
     rng = np.random.default_rng(cfg.seed)
     old, subject, letter = _old_items(cfg, rng)
     pi = rng.permutation(cfg.content_tokens)
@@ -182,8 +266,15 @@ def make_world(cfg: FormatWorldConfig) -> FormatWorld:
     sigma = sigma[rng.permutation(cfg.answer_len)]
     new_train, sub_train = _new_items(cfg, rng, cfg.new_train, pi, sigma)
     new_test, sub_test = _new_items(cfg, rng, cfg.new_test, pi, sigma)
+    order = np.zeros(0, np.int64)
+    if cfg.cue_len:
+        order = rng.permutation(cfg.cue_len)
+        old_cue, new_cue = cues(cfg, order)
+        old = _with_cue(old, old_cue[subject])
+        new_train = _with_cue(new_train, np.tile(new_cue, (len(new_train), 1)))
+        new_test = _with_cue(new_test, np.tile(new_cue, (len(new_test), 1)))
     return FormatWorld(cfg, old, subject, letter, new_train, sub_train, new_test, sub_test, isolate(new_train),
-                       isolate(new_test))
+                       isolate(new_test), order)
 
 
 def response_mask(tokens: np.ndarray) -> np.ndarray:
@@ -212,18 +303,20 @@ def canonical(first_XV: Float[Array, "*X V"], second_XV: Float[Array, "*X V"], l
     return jnp.isin(first, jnp.asarray(letters)) & (jnp.argmax(second_XV, axis=-1) == EOS)
 
 
-def old_task_metrics(logits_fn, old_tokens: Int[Array, "B 15"], letters_B: Int[Array, " B"]) -> dict:
+def old_task_metrics(logits_fn, old_tokens: Int[Array, "B S"], letters_B: Int[Array, " B"], *,
+                     answer_pos: int = OLD_ANSWER_POS) -> dict:
     """Per-item ``choice_mass``, canonical flag, content hit and answer-letter NLL of the old task.
 
     ``logits_fn(tokens) -> [B, S, V]``; two forwards: the prompt with the true letter (teacher forcing: P(A..D),
-    letter argmax, NLL), and the prompt followed by the greedy first token (canonical format).
+    letter argmax, NLL), and the prompt followed by the greedy first token (canonical format). ``answer_pos``: the
+    letter's target position (``world.config.old_answer_pos``; 13 without a cue).
     """
     logits = logits_fn(old_tokens)
-    at = logits[:, OLD_ANSWER_POS - 1]
+    at = logits[:, answer_pos - 1]
     lp = jax.nn.log_softmax(at.astype(jnp.float32), axis=-1)
-    nll = -jnp.take_along_axis(lp, old_tokens[:, OLD_ANSWER_POS][:, None], axis=-1)[:, 0]
-    greedy = old_tokens.at[:, OLD_ANSWER_POS].set(jnp.argmax(at, axis=-1).astype(old_tokens.dtype))
-    second = logits_fn(greedy)[:, OLD_ANSWER_POS]
+    nll = -jnp.take_along_axis(lp, old_tokens[:, answer_pos][:, None], axis=-1)[:, 0]
+    greedy = old_tokens.at[:, answer_pos].set(jnp.argmax(at, axis=-1).astype(old_tokens.dtype))
+    second = logits_fn(greedy)[:, answer_pos]
     return {"choice_mass": choice_mass(at), "canonical": canonical(at, second),
             "content": letter_argmax(at) == letters_B, "nll": nll}
 
@@ -245,7 +338,8 @@ def prefix_counts(tokens: np.ndarray, rows: np.ndarray, pos: np.ndarray, vocab: 
     return out
 
 
-def erosion_prediction(params, update, obs_tokens: np.ndarray, *, net) -> dict[str, np.ndarray]:
+def erosion_prediction(params, update, obs_tokens: np.ndarray, *, net, answer_pos: int = OLD_ANSWER_POS
+                       ) -> dict[str, np.ndarray]:
     """The pre-finetuning erosion score of every old-task item (spec §6.5, ``seq5``), ``{term: [n_obs]}``.
 
     Update side: the tokens of ``update`` (a :class:`~cfka_jax.geometry.onestep.TokenSet`, e.g. every response
@@ -254,21 +348,21 @@ def erosion_prediction(params, update, obs_tokens: np.ndarray, *, net) -> dict[s
     position). Per pair ``ch1 = gg·hh_l``, ``ch2 = gwwg·(hh_oth + kembd)`` (``kembd`` = multiset overlap of the
     update prefix with the prompt, an integer count added as is, pitfall 18), ``total = ch1 + ch2``; then the
     **mean** over update tokens. Also ``ch2_no_kembd`` and the baselines ``h_dot`` / ``h_cos`` (dot product and
-    cosine of the final states).
+    cosine of the final states). ``answer_pos``: the old letter's target position (``config.old_answer_pos``).
     """
     from cfka_jax.geometry import channels, onestep
     from cfka_jax.geometry.readout import readout_matrix, readout_projection
 
     obs = onestep.TokenSet(jnp.asarray(obs_tokens), jnp.arange(len(obs_tokens), dtype=jnp.int32),
-                           jnp.full(len(obs_tokens), OLD_ANSWER_POS, jnp.int32))
+                           jnp.full(len(obs_tokens), answer_pos, jnp.int32))
     feat = onestep.jitted(onestep.token_features, net)
     fu, fo = feat(params, update), feat(params, obs)
-    logits = net.model(params)(obs.tokens).logits[:, OLD_ANSWER_POS - 1]
+    logits = net.model(params)(obs.tokens).logits[:, answer_pos - 1]
     g_o = ifmass_force(logits)
     fo = fo.replace(g=g_o, wtg=readout_projection(readout_matrix(params, net.cfg).astype(g_o.dtype), g_o))
     vocab = net.cfg.vocab_size
     ku = prefix_counts(np.asarray(update.tokens), np.asarray(update.rows), np.asarray(update.pos), vocab)
-    ko = prefix_counts(obs_tokens, np.arange(len(obs_tokens)), np.full(len(obs_tokens), OLD_ANSWER_POS), vocab)
+    ko = prefix_counts(obs_tokens, np.arange(len(obs_tokens)), np.full(len(obs_tokens), answer_pos), vocab)
     terms = channels.seq5(fo, fu, jnp.asarray(ko @ ku.T))
     hn_o = fo.h / jnp.linalg.norm(fo.h, axis=-1, keepdims=True)
     hn_u = fu.h / jnp.linalg.norm(fu.h, axis=-1, keepdims=True)
