@@ -56,6 +56,9 @@ class Config:
     """the sweep's folder (default runs/taalm-lr-<preset>)"""
     select_every: int = 3
     """every k-th TO-LEARN and NOT-TO-FORGET fact forms the selection split (k >= 2)"""
+    epochs: int | None = None
+    """LAMA-CKL epochs of every method (default: the preset's); another budget is another sweep: its own default
+    --out (runs/taalm-lr-<preset>-e<EPOCHS>) and record (taalm/lr_selection_<preset>_e<EPOCHS>)"""
     record: bool = True
     """write results/taalm/lr_selection_<preset>.json after every run"""
     results: str = "results"
@@ -70,6 +73,8 @@ class Config:
         for flag, values in (("--lrs", self.lrs), ("--seeds", self.seeds), ("--methods", self.methods)):
             if not values or len(set(values)) != len(values):
                 raise ValueError(f"{flag} must be non-empty without repeats, got {values}")
+        if self.epochs is not None and self.epochs < 1:
+            raise ValueError(f"--epochs must be an integer >= 1, got {self.epochs}")
         if self.select_every < 2:
             raise ValueError(f"--select-every must be >= 2 (a test split must remain), got {self.select_every}")
         if "{seed}" not in self.base_dirs:
@@ -84,8 +89,15 @@ class Config:
     def base_dir(self, seed: int) -> str:
         return self.base_dirs.format(preset=self.preset, seed=seed)
 
+    def suffix(self) -> str:
+        """``-e<EPOCHS>`` for a budget other than the preset's, else empty."""
+        return "" if self.epochs is None else f"-e{self.epochs}"
+
     def out_dir(self) -> pathlib.Path:
-        return pathlib.Path(self.out or f"runs/taalm-lr-{self.preset}")
+        return pathlib.Path(self.out or f"runs/taalm-lr-{self.preset}{self.suffix()}")
+
+    def record_name(self) -> str:
+        return f"taalm/lr_selection_{self.preset}{self.suffix().replace('-', '_')}"
 
     def taalm(self, seed: int) -> taalm.TaalmConfig:
         """Seed ``seed``'s study config: the preset in its base folder with this sweep's methods, no TemporalWiki."""
@@ -133,7 +145,8 @@ def run_seed(cfg: Config, seed: int, out: pathlib.Path, on_cell) -> None:
             path = cell_path(out, seed, lr, name)
             if path.exists():
                 continue
-            ckl = dataclasses.replace(tcfg.ckl_for(name), lr=lr)
+            ckl = dataclasses.replace(tcfg.ckl_for(name), lr=lr,
+                                      **({} if cfg.epochs is None else {"epochs": cfg.epochs}))
             res = stages.lama_method(tcfg, name, ckl, p.model, stream, probes, review)
             hist = res["history"]
             res["selection_summary"] = ckl_summary([h["sel_to_learn/acc"] for h in hist],
@@ -171,8 +184,8 @@ def write_lr_record(cfg: Config, out: pathlib.Path) -> pathlib.Path | None:
     regime = {k: v for k, v in LAMA_REGIME.items() if k not in ("lr_selection", "n_to_learn", "n_not_to_forget")}
     tcfg = cfg.taalm(seeds[0])
     regime.update(
-        dose=f"{tcfg.ckl.epochs} epochs of batch {tcfg.ckl.batch_size}, AdamW wd {tcfg.ckl.weight_decay}, no "
-             f"schedule, at each lr of 'grid'",
+        dose=f"{cfg.epochs or tcfg.ckl.epochs} epochs of batch {tcfg.ckl.batch_size}, AdamW wd "
+             f"{tcfg.ckl.weight_decay}, no schedule, at each lr of 'grid'",
         lr_selection=f"each method's lr = argmax over the swept lrs of the seeds' mean Total Knowledge on the "
                      f"selection split (every {cfg.select_every}-th TO-LEARN and NOT-TO-FORGET fact, by position "
                      f"in the selected sets), ties to the smaller lr; reported: the test split (the other facts)",
@@ -189,7 +202,7 @@ def write_lr_record(cfg: Config, out: pathlib.Path) -> pathlib.Path | None:
     prov["runs_wall_s"] = {f"s{s}": round(w, 2) for s, w in walls.items()}
     prov["note"] = ("wall_s / cpu_s: the process that wrote the record; runs_wall_s: the seeds' runs (θ0 and φ "
                     "read from --base-dirs, made by cfka taalm --seed N)")
-    return write_record(cfg.results, f"taalm/lr_selection_{cfg.preset}", rows=rows, regime=regime, provenance=prov)
+    return write_record(cfg.results, cfg.record_name(), rows=rows, regime=regime, provenance=prov)
 
 
 def _commands(rows: list[dict], cfg: Config) -> list[str]:
@@ -201,8 +214,9 @@ def _commands(rows: list[dict], cfg: Config) -> list[str]:
         groups.setdefault(key, []).append(m)
     return ["; ".join(f"python -m cfka_jax.experiments.taalm_lr --preset {cfg.preset} --lrs "
                       f"{','.join(f'{lr:g}' for lr in lrs)} --seeds {','.join(map(str, seeds))} --methods "
-                      f"\"{','.join(ms)}\" --select-every {cfg.select_every} --base-dirs {cfg.base_dirs} --out "
-                      f"{cfg.out_dir()}" for (lrs, seeds), ms in groups.items())]
+                      f"\"{','.join(ms)}\" --select-every {cfg.select_every}"
+                      + ("" if cfg.epochs is None else f" --epochs {cfg.epochs}")
+                      + f" --base-dirs {cfg.base_dirs} --out {cfg.out_dir()}" for (lrs, seeds), ms in groups.items())]
 
 
 def check_folder(cfg: Config, out: pathlib.Path) -> None:

@@ -78,6 +78,38 @@ def test_a_bad_lr_or_budget_exits_2_naming_the_option_and_writes_nothing(option,
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_sweep_at_another_budget_has_its_own_folder_record_and_epochs(monkeypatch, tmp_path):
+    """``--epochs N``: every run of the sweep trains N epochs; the folder and record name carry the budget, so a
+    sweep at the preset's budget is never mixed with it; ``--epochs 0`` is refused naming the option."""
+    cfg = taalm_lr.FLAGS.parse(["--preset", "smoke", "--epochs", "7", "--seeds", "0", "--methods", "K-Adapter"])
+    assert cfg.out_dir().name == "taalm-lr-smoke-e7" and cfg.record_name() == "taalm/lr_selection_smoke_e7"
+    plain = taalm_lr.FLAGS.parse(["--preset", "smoke"])
+    assert plain.out_dir().name == "taalm-lr-smoke" and plain.record_name() == "taalm/lr_selection_smoke"
+    with pytest.raises(SystemExit) as err:
+        taalm_lr.main(["--preset", "smoke", "--epochs", "0", "--out", str(tmp_path / "x")])
+    assert err.value.code == 2 and not (tmp_path / "x").exists()
+
+    class Prepared:  # the shared stages, stubbed: only the budget each run is given matters here
+        sets = type("Sets", (), {"to_learn": tuple(range(6)), "not_to_forget": tuple(range(6))})()
+        tok = model = setup = world = None
+
+    seen = []
+    monkeypatch.setattr(taalm_lr.taalm, "prepare", lambda tcfg, write_config: Prepared)
+    monkeypatch.setattr(stages, "descriptive_probes", lambda *a, **k: None)
+    monkeypatch.setattr(stages, "lama_streams", lambda *a, **k: (None, None))
+
+    def method(tcfg, name, ckl, *a):
+        seen.append((name, ckl.lr, ckl.epochs))
+        return {"history": [{"sel_to_learn/acc": 0.0, "sel_not_to_forget/acc": 1.0}], "summary": {
+            "top_acc": 0.0, "epoch": 0, "nf_acc": 1.0, "total_knowledge": 1.0}, "wall_s": 0.0}
+
+    monkeypatch.setattr(stages, "lama_method", method)
+    cfg = taalm_lr.FLAGS.parse(["--preset", "smoke", "--epochs", "7", "--lrs", "1e-3", "--seeds", "0", "--methods",
+                                "K-Adapter", "--out", str(tmp_path / "sweep")])
+    taalm_lr.run_seed(cfg, 0, tmp_path / "sweep", lambda: None)
+    assert seen == [("K-Adapter", 1e-3, 7)]
+
+
 def _rows(table: dict, split: str = "selection") -> list[dict]:
     """``{method: {lr: [per-seed Total]}}`` → record rows of one split."""
     return [{"method": m, "lr": lr, "seed": s, "split": split, "total": v}
