@@ -35,7 +35,7 @@ LAMA_METHODS = ("Finetune", "Oracle", "RHO-1", "Mix-review", "RecAdam", "K-Adapt
                 "TAALM + Mix-review", "TAALM + RecAdam", "TAALM + K-Adapter + RecAdam",
                 "TAALM + K-Adapter + Mix-review + RecAdam", "K-Adapter (dropout 0.1)",
                 "TAALM + K-Adapter (dropout 0.1)", "RHO-1 (taalm_code)")
-TWIKI_METHODS = ("Finetune", "Oracle", "RHO-1", "Mix-review", "RecAdam", "K-Adapter", "TAALM",
+TWIKI_METHODS = ("Finetune", "Oracle", "RHO-1", "Mix-review", "RecAdam", "K-Adapter", "TAALM", "TAALM + K-Adapter",
                  "K-Adapter (dropout 0.1)")
 
 

@@ -89,16 +89,25 @@ class PhiHandle:
         return doc_weights(self.weights_fn, self.train, self.frozen, enc)
 
 
-def phi_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets):
-    """Meta-train φ (or load ``out/phi``)."""
+def phi_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, *, body=None, body_made_from: dict | None = None):
+    """Meta-train φ against θ0 = ``model`` + LoRA (or load ``out/phi``). φ's base is a copy of ``model`` (``cfka
+    taalm``) or ``body``, a decoder of any size over θ0's token ids (``taalm_phi_size``): its vocabulary must be
+    θ0's and ``body_made_from`` (its provenance, recorded in φ's as ``phi_body``) must hold ``tok``'s content hash
+    under ``"tokenizer"``, else one error names the folder."""
     folder = out / "phi"
     made_from = {"tokenizer": tokenizer_fingerprint(tok), "world": fingerprint(dataclasses.asdict(cfg.data)),
                  "theta0": fingerprint([dataclasses.asdict(cfg.model), dataclasses.asdict(cfg.pt)])}
+    if body is not None:
+        check_made_from(body_made_from, {"tokenizer": made_from["tokenizer"]}, flag="φ's base", folder=out)
+        if body.cfg.vocab_size != model.cfg.vocab_size:
+            raise ValueError(f"{out}: φ's base has {body.cfg.vocab_size} token ids, θ0 {model.cfg.vocab_size}; φ's "
+                             f"weights reach θ by token id, so both must share a tokenizer")
+        made_from["phi_body"] = fingerprint(body_made_from)
     if (folder / "phi.json").exists():
         check_made_from(_read(folder / "phi.json").get(KEY), made_from, flag="--out", folder=folder)
         phi, _, _ = load_phi(folder)
     else:
-        setup = meta_setup(model, cfg.phi, cfg.theta_lora, lora_seed=cfg.lora_seed)
+        setup = meta_setup(model, cfg.phi, cfg.theta_lora, lora_seed=cfg.lora_seed, phi_body=body)
         pairs = pair_set(tok, sets.ta_train)
         t0 = time.perf_counter()
         res = meta_train(setup.fns, setup.phi_train, setup.ops, pairs, cfg.metatrain, progress=cfg.progress)
@@ -166,7 +175,9 @@ def lama_stage(out: pathlib.Path, cfg, model, tok, sets: CKLSets, handle: PhiHan
     return results
 
 
-def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, sets: CKLSets) -> dict:
+def twiki_streams(cfg, tok, world, handle: PhiHandle) -> tuple[list[Period], Stream]:
+    """TemporalWiki's periods (each period's diff documents with φ's weights, its changed and unchanged probes)
+    and the review stream of Mix-review (200 PT texts drawn with the world's seed); the same for every method."""
     periods = []
     for p in synthetic_periods(world, unchanged_per_period=cfg.unchanged_per_period, seed=cfg.data.seed):
         enc = encode(tok, list(p.docs), list(p.objects))
@@ -176,7 +187,19 @@ def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, se
     old = [world.pt_texts[i] for i in rng.choice(len(world.pt_texts), size=min(200, len(world.pt_texts)),
                                                  replace=False)]
     old_enc = encode(tok, old)
-    review = Stream(old_enc, handle.docs(old_enc))
+    return periods, Stream(old_enc, handle.docs(old_enc))
+
+
+def twiki_method(cfg, name: str, twiki, model, periods: list[Period], review: Stream) -> list[dict]:
+    """One method's TemporalWiki run at the settings ``twiki`` (its lr and epochs per period): one record per
+    period, the object NLL and accuracy of its probes before and after that period's training."""
+    method = resolve(name, "ckl", method_options(rho_k=twiki.rho_k))
+    theta = build_theta(model, method, cfg.theta_lora, twiki.kadapter, lora_seed=cfg.lora_seed)
+    return run_temporalwiki(theta, method, periods, twiki, review=review)
+
+
+def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, sets: CKLSets) -> dict:
+    periods, review = twiki_streams(cfg, tok, world, handle)
     results = {}
     for name in cfg.twiki_methods:
         path = out / "twiki" / f"{slug(name)}.json"
@@ -185,10 +208,7 @@ def twiki_stage(out: pathlib.Path, cfg, model, tok, world, handle: PhiHandle, se
             if not isinstance(results[name], list) or not results[name]:
                 raise ValueError(f"{path}: expected a non-empty JSON list of periods (a damaged result file)")
             continue
-        twiki = cfg.twiki_for(name)
-        method = resolve(name, "ckl", method_options(rho_k=twiki.rho_k))
-        theta = build_theta(model, method, cfg.theta_lora, twiki.kadapter, lora_seed=cfg.lora_seed)
-        results[name] = run_temporalwiki(theta, method, periods, twiki, review=review)
+        results[name] = twiki_method(cfg, name, cfg.twiki_for(name), model, periods, review)
         jsonio.write_json_atomic(path, results[name], indent=1, default=float)
         last = results[name][-1]["after"]
         print(f"[taalm] TemporalWiki {name}: last period changed/unchanged NLL {last['changed/nll']:.3f} / "
