@@ -308,10 +308,11 @@ def test_registry_shape_on_the_real_records():
         assert all(records[n].provenance["command"] for n in row.claim.records)
     mine = {n for c in claims for n in (*c.records, *c.context)}
     assert mine == {n for n in records if n.startswith("token-force/")}  # every record is read
-    produced = {r.IDENT, r.IDENT_P, r.ENERGY, r.ENERGY_KEPT, r.COLD, r.COLD_BASE, r.ERO3, r.LDS}
-    for name in produced:  # written by `cfka geometry ... --seeds 0,1,2 --record NAME`, at three seeds
+    produced = {r.IDENT, r.IDENT_P, r.ENERGY, r.ENERGY_KEPT, r.COLD, r.COLD_BASE, r.ERO3, r.LDS, r.LOOP,
+                r.ERO_GRADED}
+    for name in produced:  # written by `cfka geometry ... --seeds 0,1,2[,...] --record NAME`, at ≥ three seeds
         rec = records[name]
-        assert rec.origin == "produced" and rec.provenance["seeds"] == [0, 1, 2], name
+        assert rec.origin == "produced" and rec.provenance["seeds"][:3] == [0, 1, 2], name
         assert rec.provenance["command"].startswith("cfka geometry ") and "--record " + name.split("/")[1] in \
             rec.provenance["command"], name
     ood = records[r.T_OOD]  # produced seed by seed; the record says which of the planned seeds it holds
@@ -328,3 +329,70 @@ def test_registry_shape_on_the_real_records():
     assert trans.verdict == "refuted" and "ρ_task < 0 at every seed" in trans.reason
     assert "tasks longform;" in trans.ours and seeds["token-force.transmission-reset-gain"] == 3
     assert "ident_a left out" in trans.reason and "ident_b left out" in trans.reason
+
+
+# ------------------------------------------------------------------------------------ the loop and the graded world
+
+def loop_record(r_loop, l_loop, l_cpt):
+    """Per seed: R/size of the loop's rounds 1..3, the loop's L_final per round, the CPT-only line's L_final."""
+    rows = []
+    for seed, (rs, ls, cs) in enumerate(zip(r_loop, l_loop, l_cpt)):
+        for k in (1, 2, 3):
+            rows.append({"seed": seed, "round": k, "line": "loop", "r_norm": rs[k - 1], "l0": 3.0 - k,
+                         "l_final": ls[k - 1]})
+            rows.append({"seed": seed, "round": k, "line": "cpt_only", "r_norm": 2.0, "l0": 5.0, "l_final": cs[k - 1]})
+    prov = {"commit": "0" * 40, "command": "cfka geometry loop --record loop_ood", "config": {},
+            "seeds": list(range(len(r_loop))), "pt_replicates": [], "machine": "m", "date": "d", "wall_s": 1.0,
+            "cpu_s": 1.0}
+    return Record(r.LOOP, "produced", prov, {"model": "m"}, tuple(rows))
+
+
+FALLING = [(2.0, 1.0, 0.5)] * 3
+
+
+@pytest.mark.parametrize("l_loop, l_cpt, verdict", [
+    ([(0.1, 0.3, 0.6)] * 3, [(0.1, 0.2, 0.4)] * 3, "holds"),          # worse each round, and worse than CPT alone
+    ([(0.1, 0.1, 0.05)] * 3, [(0.1, 1.0, 2.0)] * 3, "refuted"),        # better each round and than CPT alone
+    ([(0.1, 0.1, 0.12), (0.1, 0.1, 0.08), (0.1, 0.1, 0.11)], [(0.1, 1.0, 2.0)] * 3, "not reproduced"),
+    ([(0.1, 0.3, 0.6)] * 3, [(0.1, 1.0, 2.0)] * 3, "partly"),          # worse each round, better than CPT alone
+])
+def test_the_loop_is_judged_on_plasticity_given_its_premise(l_loop, l_cpt, verdict):
+    j = rule("token-force.loop-compounds", loop_record(FALLING, l_loop, l_cpt))
+    assert j.verdict == verdict, j
+    assert "premise R/size before SFT, round 1 − round 3 (loop): +1.50 / +1.50 / +1.50 (apart from 0)" in j.reason
+
+
+def test_the_loop_without_its_premise_is_not_tested_and_two_seeds_stop_at_partly():
+    rising = [(0.5, 1.0, 2.0)] * 3
+    j = rule("token-force.loop-compounds", loop_record(rising, [(0.1, 0.3, 0.6)] * 3, [(0.1, 0.2, 0.4)] * 3))
+    assert j.verdict == "not tested" and "premise" in j.reason
+    two = rule("token-force.loop-compounds", loop_record(FALLING[:2], [(0.1, 0.3, 0.6)] * 2, [(0.1, 0.2, 0.4)] * 2))
+    assert two.verdict == "partly" and "2 of the 3 seeds" in two.reason
+
+
+def graded_record(premise, total_pad, total_nonif):
+    rows = []
+    for seed, (p, a, b) in enumerate(zip(premise, total_pad, total_nonif)):
+        rows.append({"row": "spearman", "seed": seed, "score": "similarity", "target": "dlog_pad", "spearman": p})
+        rows.append({"row": "spearman", "seed": seed, "score": "total", "target": "dlog_pad", "spearman": a})
+        rows.append({"row": "spearman", "seed": seed, "score": "total", "target": "non_if", "spearman": b})
+        for t in ("ch1", "ch2_no_kembd", "h_cos"):
+            rows.append({"row": "spearman", "seed": seed, "score": t, "target": "dlog_pad", "spearman": 0.1})
+    prov = {"commit": "0" * 40, "command": "cfka geometry erosion --study graded --record erosion_graded",
+            "config": {}, "seeds": list(range(len(premise))), "pt_replicates": [], "machine": "m", "date": "d",
+            "wall_s": 1.0, "cpu_s": 1.0}
+    return Record(r.ERO_GRADED, "produced", prov, {"model": "m"}, tuple(rows))
+
+
+@pytest.mark.parametrize("premise, pad, nonif, verdict, seeds", [
+    ([-0.9, -0.8, -0.7], [0.5, 0.6, 0.7], [-0.5, -0.6, -0.4], "holds", "0, 1, 2"),
+    ([-0.9, -0.2, -0.7, -0.6], [0.5, -0.9, 0.7, -0.1], [-0.5, 0.9, -0.4, -0.3], "partly", "0, 2, 3"),  # seed 1 left out
+    ([-0.9, -0.8, 0.1], [0.5, 0.6, -0.9], [-0.5, -0.6, 0.9], "partly", "0, 1"),  # two graded seeds: at most partly
+    ([-0.9, -0.8, -0.7], [-0.5, -0.6, -0.7], [0.5, 0.6, 0.4], "refuted", "0, 1, 2"),
+])
+def test_erosion_prediction_counts_the_seeds_whose_world_grades_erosion(premise, pad, nonif, verdict, seeds):
+    j = rule("token-force.erosion-prediction", graded_record(premise, pad, nonif))
+    assert j.verdict == verdict, j
+    assert f"at the graded seeds {seeds}" in j.ours
+    assert rule("token-force.erosion-prediction", graded_record([-0.1] * 3, pad[:3], nonif[:3])).verdict == \
+        "not tested"

@@ -32,6 +32,10 @@ ENERGY_CMD = ("cfka geometry energy --scale small --seeds 0,1,2 --out runs/geome
               "--out runs/geometry/energy-kept-s3 --record energy_kept")
 CUES_CMD = ("cfka geometry erosion --scale small --study cues --lr 3e-4 --out runs/geometry/cues-lr3e-4; "
             "cfka geometry erosion --scale small --study cues --seeds 0,1 --out runs/geometry/cues")
+EROSION_GRADED = ("cfka geometry erosion --scale small --study graded --lr 3e-4 --seeds 0,1,2,3,4,5 "
+                  "--out runs/geometry/erosion-graded --record erosion_graded")
+LOOP = ("cfka geometry loop --world ood --scale small --rounds 4 --seeds 0,1,2 --out runs/geometry/loop-ood "
+        "--record loop_ood")
 TRANS_OOD = ("cfka geometry transmission --world ood --scale small --seeds 0,1,2 "
              "--resets none,readout,readout_only,paper_last4,last4 --out runs/geometry/transmission-ood-s3 "
              "--record transmission_ood")
@@ -223,10 +227,12 @@ CLAIMS: tuple[PaperClaim, ...] = (
                   "MMLU answer-mass objective) predicts which subjects lose their answer format after SFT",
         paper_value="Pearson / Spearman across 57 subjects against non-IF and #### rates (values not in the spec)",
         paper_regime="100 GSM8K train examples × 25 MMLU items per subject, 57 subjects; " + PAPER_SFT,
-        command=EROSION, records=(r.PRED,), rule=r._erosion_prediction,
-        explanation="docs/geometry.md, 'Pre-finetuning prediction': the world's 8 subjects differ by one token and "
-                    "the collapse is global rather than graded by subject; the pooled correlations mix one offset "
-                    "per seed, so the within-seed values decide."),
+        command=EROSION_GRADED, records=(r.ERO_GRADED,), context=(r.PRED,), rule=r._erosion_prediction_graded,
+        explanation="docs/geometry.md, 'Pre-finetuning prediction in a graded world': the erosion world's 8 "
+                    "subjects differ by one token and its collapse is global, so it cannot decide the claim (shown "
+                    "beside it); in the graded world subject s shares a nested fraction s/7 of the new task's cue. "
+                    "The knob grades erosion only moderately (ρ ≤ −0.5 at 4 of 6 seeds, 200 steps at lr 3e-4); "
+                    "CH2's rise with the knob is mostly its token-overlap count (kembd)."),
     PaperClaim(
         id="token-force.format-isolation", paper=P, section="Sec. 5.2-5.3, format isolation (§6.6)",
         statement="Giving the new task a prompt/answer marker different from the old format's (P / R instead of "
@@ -302,6 +308,19 @@ CLAIMS: tuple[PaperClaim, ...] = (
                     "shown beside it; its three seeds are sized for an accelerator (151 min per seed on 2 CPU "
                     "cores): cfka geometry transmission --scale small --resets none,readout --seeds 0,1,2 --out "
                     "runs/geometry/transmission-s3 --record transmission_biography."),
+    PaperClaim(
+        id="token-force.loop-compounds", paper=P, section="Sec. 6 (plasticity loss), read as a loop of CPT and SFT",
+        statement="[DERIVED from Sec. 6's account: CPT lowers the fine-tuning tasks' readout transmission and lower "
+                  "transmission means less plasticity] The loss is self-reinforcing: in alternating rounds of CPT "
+                  "then SFT, each round lowers the task's transmission further and leaves the next SFT less able to "
+                  "learn the task",
+        paper_value="(no number; the loop is this project's reading of the paper's mechanism)",
+        paper_regime=PAPER_CPT, command=LOOP, records=(r.LOOP,), rule=tr.loop,
+        explanation="docs/geometry.md, 'The self-reinforcing loop': R / readout size before the SFT falls round "
+                    "over round in the loop (and rises under CPT alone, as in the transmission study), but every "
+                    "loop SFT still ends near its floor, far below the CPT-only line's: interleaved SFT keeps the "
+                    "task learnable while R falls, so R and plasticity move apart. The loop's plasticity "
+                    "L0 − L_final mostly measures forgetting (L0 falls round over round)."),
     PaperClaim(
         id="token-force.cold-start", paper=P, section="Sec. 3, step-1+ check (§8)",
         statement="The sign of the one-step approximation is unreliable at initialisation and recovers after about "

@@ -28,12 +28,20 @@ XLING, SELECT = "token-force/crosslingual", "token-force/select"
 ENERGY, ENERGY_KEPT = "token-force/energy_all", "token-force/energy_kept"
 """Energy masking normalised by all supervised tokens (with plain SFT and the base rows) and by the kept ones."""
 ERO1, ERO3, PRED = "token-force/erosion_lr1e-3", "token-force/erosion_lr3e-4", "token-force/erosion_prediction"
+ERO_GRADED = "token-force/erosion_graded"
+"""The graded-similarity world (``cfka geometry erosion --study graded --record erosion_graded``): subject s shares
+a nested fraction f_s of the new task's cue, so erosion differs by subject by construction."""
+GRADED_PREMISE = -0.5
+"""A seed's graded world grades erosion when ρ(similarity, Δlog P(A..D)) ≤ this (over its 8 subjects)."""
 CUES, COLL = "token-force/cues", "token-force/collision_tokens"
 COLD, COLD_BASE = "token-force/coldstart_random", "token-force/coldstart_base"
 """The cold start from the random initialisation (lr 1e-3) and from the synthetic base model (lr 1e-4)."""
 T_BIO, T_OOD = "token-force/transmission_biography", "token-force/transmission_ood"
 """The Biography transmission study (transcribed, one seed) and the out-of-domain one (produced by ``cfka geometry
 transmission --world ood --record transmission_ood``; its rules are in ``token_force_transmission.py``)."""
+LOOP = "token-force/loop_ood"
+"""Rounds of a CPT block then SFT on the known task, chained through the SFT'd model, beside the same CPT blocks
+alone (``cfka geometry loop --world ood --record loop_ood``; rules in ``token_force_transmission.py``)."""
 TAUS = (1.8, 1.5, 1.0)
 
 
@@ -380,17 +388,36 @@ def _collision_energy(records: Mapping[str, Record]) -> Judgement:
                    f"the first answer token collides {min(first):.1f}–{max(first):.1f}× the other answer tokens")
 
 
-def _erosion_prediction(records: Mapping[str, Record]) -> Judgement:
-    rec = records[PRED]
-    cmps = [vs_values(f"{m} markers, within seed (n=8)", rec.values("spearman", markers=m, target="dlog_pad",
-                                                                   score="total", pooled=None), 0.0)
-            for m in ("canonical", "isolated")]
-    pooled = {(m, t): _one(rec, "spearman", markers=m, target=t, score="total", pooled=True)
-              for m in ("canonical", "isolated") for t in ("dlog_pad", "non_if")}
-    return overall(cmps, "Spearman(seq5 total, Δlog P(A..D)) > 0 across subjects",
-                   "pooled over seeds (n = 24, one offset per seed): Δlog P(A..D) "
-                   f"{pooled['canonical', 'dlog_pad']:+.2f} / {pooled['isolated', 'dlog_pad']:+.2f}, non-IF "
-                   f"{pooled['canonical', 'non_if']:+.2f} / {pooled['isolated', 'non_if']:+.2f} (canonical / isolated)")
+def _erosion_prediction_graded(records: Mapping[str, Record]) -> Judgement:
+    """In the graded world, at every seed whose erosion the knob grades (ρ(similarity, Δlog P(A..D)) ≤
+    :data:`GRADED_PREMISE`): ρ(seq5 total, Δlog P(A..D)) > 0 (a higher score, a smaller loss of answer mass) and
+    ρ(seq5 total, non-IF) < 0, each over the seed's subjects. Below three such seeds a verdict stops at partly /
+    not reproduced. The one-token world (context) is shown beside it."""
+    rec = records[ERO_GRADED]
+
+    def rho(seed, score, target):
+        return _one(rec, "spearman", row="spearman", seed=seed, score=score, target=target)
+
+    seeds = sorted({r["seed"] for r in rec.select(row="spearman")})
+    premise = {s: rho(s, "similarity", "dlog_pad") for s in seeds}
+    graded = [s for s in seeds if premise[s] <= GRADED_PREMISE]
+    shown = "ρ(similarity, Δlog P(A..D)) per seed " + " / ".join(f"{premise[s]:+.2f}@{s}" for s in seeds)
+    if not graded:
+        return Judgement("not tested", f"the graded world grades erosion at no seed ({shown})")
+    at = f"within seed (n=8) at the graded seeds {', '.join(map(str, graded))}"
+    cmps = [vs_values(f"ρ(seq5 total, Δlog P(A..D)) {at}", [rho(s, "total", "dlog_pad") for s in graded], 0.0),
+            vs_values(f"−ρ(seq5 total, non-IF) {at}", [-rho(s, "total", "non_if") for s in graded], 0.0)]
+    terms = ", ".join(f"{t} " + " / ".join(f"{rho(s, t, 'dlog_pad'):+.2f}" for s in graded)
+                      for t in ("ch1", "ch2_no_kembd", "h_cos"))
+    note = f"premise {shown}; the terms against Δlog P(A..D): {terms}"
+    if PRED in records:
+        old = records[PRED].values("spearman", markers="canonical", target="dlog_pad", score="total", pooled=None)
+        note += ("; not deciding it, the one-token world (no grading): " + " / ".join(f"{v:+.2f}" for v in old))
+    j = overall(cmps, "the pre-finetuning seq5 score ranks subjects by how much they erode", note)
+    if len(graded) < 3 and j.verdict in ("holds", "refuted"):
+        weaker = "partly" if j.verdict == "holds" else "not reproduced"
+        return Judgement(weaker, f"{len(graded)} graded seeds of the 3 a verdict needs; " + j.reason, j.ours)
+    return j
 
 
 def _isolation(records: Mapping[str, Record]) -> Judgement:

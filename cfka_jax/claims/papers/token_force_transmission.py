@@ -229,3 +229,54 @@ def reset_gain(records: Mapping[str, Record]) -> Judgement:
             + (f"; {left_out(ood)}" if left_out(ood) else "") + bio_note)
     return _capped(r.overall(cmps, "a reset to the base weights lowers the post-SFT probe loss after CPT", note),
                    len(tasks))
+
+
+def loop(records: Mapping[str, Record]) -> Judgement:
+    """The self-reinforcing loop (``loop_ood``): over rounds 1..K of (CPT block, SFT), per seed,
+
+    * the premise, R / readout size on the task's probe before the SFT falls: ``R(1) − R(K) > 0``;
+    * plasticity keeps falling: the SFT ends at a higher probe loss, ``L_final(K) − L_final(1) > 0``;
+    * the SFT rounds reinforce it: the loop ends its round-K SFT above the CPT-only line (same CPT blocks and
+      batches, no SFT in between), ``L_final(K, loop) − L_final(K, cpt_only) > 0``.
+
+    The two plasticity comparisons decide (the spread rule: every seed on one side of 0): both in the direction,
+    holds; both the other way, refuted; the rest not reproduced, unless one is in the direction beyond the spread
+    (partly). The premise is shown in the reason; without it the loop is not tested. Below :data:`MIN_SEEDS` seeds
+    the verdict stops at partly / not reproduced."""
+    rec = records[r.LOOP]
+    seeds = sorted({row["seed"] for row in rec.rows})
+    last = max(row["round"] for row in rec.rows)
+
+    def at(seed, rnd, line, metric):
+        return r._one(rec, metric, seed=seed, round=rnd, line=line)
+
+    fall = r.vs_values(f"R/size before SFT, round 1 − round {last} (loop)",
+                       [at(s, 1, "loop", "r_norm") - at(s, last, "loop", "r_norm") for s in seeds], 0.0)
+    worse = r.vs_values(f"L_final round {last} − round 1 (loop)",
+                        [at(s, last, "loop", "l_final") - at(s, 1, "loop", "l_final") for s in seeds], 0.0, digits=3)
+    vs_cpt = r.vs_values(f"L_final round {last}, loop − CPT only",
+                         [at(s, last, "loop", "l_final") - at(s, last, "cpt_only", "l_final") for s in seeds], 0.0,
+                         digits=3)
+    cpt_r = " / ".join(f"{at(s, 1, 'cpt_only', 'r_norm'):.2f} → {at(s, last, 'cpt_only', 'r_norm'):.2f}" for s in seeds)
+    note = (f"premise {fall.shown}; the CPT-only line's R/size round 1 → {last}: {cpt_r}; L0 before the SFT (loop) "
+            + " / ".join(f"{at(s, 1, 'loop', 'l0'):.2f} → {at(s, last, 'loop', 'l0'):.2f}" for s in seeds))
+    if not (fall.state == "apart" and fall.diff > 0):
+        return not_tested("the loop does not lower R / readout size at every seed (the premise): " + note)
+    cmps = [worse, vs_cpt]
+    ours = "; ".join(c.shown for c in cmps)
+    claim = "plasticity falls round over round and more than under CPT alone"
+    up = [c for c in cmps if c.state == "apart" and c.diff > 0]
+    down = [c for c in cmps if c.state == "apart" and c.diff < 0]
+    if len(up) == len(cmps):
+        j = Judgement("holds", f"{claim}: beyond the spread in both comparisons ({note})", ours)
+    elif len(down) == len(cmps):
+        j = Judgement("refuted", f"{claim}: the other way round in both comparisons ({note})", ours)
+    elif up:
+        j = Judgement("partly", f"{claim}: beyond the spread in {len(up)} of 2 comparisons ({note})", ours)
+    else:
+        what = ", ".join(f"{c.label} " + (("below" if c.diff < 0 else "above") + " 0 at every seed"
+                                          if c.state == "apart" else r.POINT_STATES[c.state].format(p="0"))
+                         for c in cmps)
+        j = Judgement("not reproduced", f"{claim}: not in the paper's direction beyond the spread ({what}; {note})",
+                      ours)
+    return _capped(j, len(seeds))
