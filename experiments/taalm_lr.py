@@ -24,7 +24,7 @@ import dataclasses
 import math
 import pathlib
 
-from cfka_jax.experiments import taalm
+from cfka_jax.experiments import taalm, taalm_sweep
 from cfka_jax.experiments import taalm_stages as stages
 from cfka_jax.experiments.taalm_record import LAMA_REGIME
 
@@ -70,24 +70,14 @@ class Config:
         taalm.preset(self.preset)
         if not self.lrs or any(not (math.isfinite(lr) and lr > 0) for lr in self.lrs):
             raise ValueError(f"--lrs must be finite numbers > 0, got {self.lrs}")
-        for flag, values in (("--lrs", self.lrs), ("--seeds", self.seeds), ("--methods", self.methods)):
-            if not values or len(set(values)) != len(values):
-                raise ValueError(f"{flag} must be non-empty without repeats, got {values}")
+        taalm_sweep.distinct(("--lrs", self.lrs), ("--seeds", self.seeds), ("--methods", self.methods))
         if self.epochs is not None and self.epochs < 1:
             raise ValueError(f"--epochs must be an integer >= 1, got {self.epochs}")
         if self.select_every < 2:
             raise ValueError(f"--select-every must be >= 2 (a test split must remain), got {self.select_every}")
-        if "{seed}" not in self.base_dirs:
-            raise ValueError(f"--base-dirs {self.base_dirs!r} must contain {{seed}} (one folder per seed)")
-        try:
-            self.base_dir(0)
-        except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"--base-dirs {self.base_dirs!r}: only {{preset}} and {{seed}} may appear ({e})")
+        taalm_sweep.check_base_dirs(self.base_dirs, self.preset)
         for seed in self.seeds:
             self.taalm(seed)  # checks every method name and seed before anything is written
-
-    def base_dir(self, seed: int) -> str:
-        return self.base_dirs.format(preset=self.preset, seed=seed)
 
     def suffix(self) -> str:
         """``-e<EPOCHS>`` for a budget other than the preset's, else empty."""
@@ -101,9 +91,8 @@ class Config:
 
     def taalm(self, seed: int) -> taalm.TaalmConfig:
         """Seed ``seed``'s study config: the preset in its base folder with this sweep's methods, no TemporalWiki."""
-        cfg = taalm.preset(self.preset, self.base_dir(seed))
-        cfg = dataclasses.replace(cfg, methods=self.methods, twiki_methods=(), progress=self.progress)
-        return taalm.with_seed(cfg, seed)
+        return taalm_sweep.seed_config(self.base_dirs, self.preset, seed, methods=self.methods, twiki_methods=(),
+                                       progress=self.progress)
 
 
 FLAGS = Flags(Config, prog="python -m cfka_jax.experiments.taalm_lr", choices={"preset": lambda: sorted(taalm.PRESETS)},
@@ -221,27 +210,13 @@ def _commands(rows: list[dict], cfg: Config) -> list[str]:
 
 def check_folder(cfg: Config, out: pathlib.Path) -> None:
     """Refuse a sweep folder made with other settings (its lrs, seeds and methods may grow); write ``config.json``."""
-    new = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _RESUMABLE}
-    path = out / "config.json"
-    if path.exists():
-        old = jsonio.read_json_object(path, "a TAALM lr-sweep config")
-        diff = sorted(k for k in new if k in old and old[k] != new[k] and k != "out")
-        if diff:
-            raise ValueError(f"--out {out} was made with other settings ({path}: {', '.join(diff)} differ)")
-    jsonio.write_json_atomic(path, dataclasses.asdict(cfg), indent=1)
+    taalm_sweep.check_folder(cfg, out, resumable=_RESUMABLE, what="a TAALM lr-sweep config")
 
 
 def command(cfg: Config) -> int:
+    """The sweep, then the lr chosen for each method."""
     out = cfg.out_dir()
-    check_folder(cfg, out)
-
-    def on_cell():
-        if cfg.record:
-            path = write_lr_record(cfg, out)
-            print(f"[taalm-lr] record {path}", flush=True)
-
-    for seed in cfg.seeds:
-        run_seed(cfg, seed, out, on_cell)
+    taalm_sweep.run(cfg, out, check=check_folder, run_seed=run_seed, write_record=write_lr_record, tag="taalm-lr")
     rows, _ = record_rows(out)
     chosen = select_lr(rows)
     print(f"[taalm-lr] chosen lr (selection Total Knowledge, {len(cfg.seeds)} seeds): {describe(chosen)}")

@@ -35,7 +35,7 @@ import math
 import pathlib
 import time
 
-from cfka_jax.experiments import taalm
+from cfka_jax.experiments import taalm, taalm_sweep
 from cfka_jax.experiments import taalm_stages as stages
 from flax import nnx
 
@@ -110,19 +110,12 @@ class Config:
 
     def __post_init__(self):
         taalm.preset(self.preset)
-        for flag, values in (("--phi-widths", self.phi_widths), ("--seeds", self.seeds), ("--methods", self.methods)):
-            if not values or len(set(values)) != len(values):
-                raise ValueError(f"{flag} must be non-empty without repeats, got {values}")
+        taalm_sweep.distinct(("--phi-widths", self.phi_widths), ("--seeds", self.seeds), ("--methods", self.methods))
         if len(set(self.phi_layers)) != len(self.phi_layers) or any(n < 1 for n in self.phi_layers):
             raise ValueError(f"--phi-layers must be integers >= 1 without repeats, got {self.phi_layers}")
         if self.pt_peak_lr is not None and not (math.isfinite(self.pt_peak_lr) and self.pt_peak_lr > 0):
             raise ValueError(f"--pt-peak-lr must be a finite number > 0, got {self.pt_peak_lr}")
-        if "{seed}" not in self.base_dirs:
-            raise ValueError(f"--base-dirs {self.base_dirs!r} must contain {{seed}} (one folder per seed)")
-        try:
-            self.base_dir(0)
-        except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"--base-dirs {self.base_dirs!r}: only {{preset}} and {{seed}} may appear ({e})")
+        taalm_sweep.check_base_dirs(self.base_dirs, self.preset)
         for seed in self.seeds:
             self.taalm(seed)  # checks every method name and seed before anything is written
         if not any(needs_phi(_method(m)) for m in self.methods):
@@ -140,17 +133,13 @@ class Config:
         sizes = [phi_size(theta, w, n) for w in self.phi_widths for n in (self.phi_layers or (None,))]
         return {base_name(s, theta): s for s in sizes if s != theta}
 
-    def base_dir(self, seed: int) -> str:
-        return self.base_dirs.format(preset=self.preset, seed=seed)
-
     def out_dir(self) -> pathlib.Path:
         return pathlib.Path(self.out or f"runs/taalm-phi-size-{self.preset}")
 
     def taalm(self, seed: int) -> taalm.TaalmConfig:
         """Seed ``seed``'s study config: the preset in its base folder with this study's methods, no TemporalWiki."""
-        cfg = taalm.preset(self.preset, self.base_dir(seed))
-        cfg = dataclasses.replace(cfg, methods=self.methods, twiki_methods=(), progress=self.progress)
-        return taalm.with_seed(cfg, seed)
+        return taalm_sweep.seed_config(self.base_dirs, self.preset, seed, methods=self.methods, twiki_methods=(),
+                                       progress=self.progress)
 
     def pt(self, tcfg: taalm.TaalmConfig):
         """φ base's pre-training: θ0's (seed included) with this study's overrides."""
@@ -358,26 +347,12 @@ def _command(cfg: Config, rows: list[dict], sizes: dict[str, dict]) -> str:
 def check_folder(cfg: Config, out: pathlib.Path) -> None:
     """Refuse a study folder made with other settings (its seeds, bases and methods may grow); write
     ``config.json``."""
-    new = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _RESUMABLE}
-    path = out / "config.json"
-    if path.exists():
-        old = jsonio.read_json_object(path, "a TAALM φ-size config")
-        diff = sorted(k for k in new if k in old and old[k] != new[k] and k != "out")
-        if diff:
-            raise ValueError(f"--out {out} was made with other settings ({path}: {', '.join(diff)} differ)")
-    jsonio.write_json_atomic(path, dataclasses.asdict(cfg), indent=1)
+    taalm_sweep.check_folder(cfg, out, resumable=_RESUMABLE, what="a TAALM φ-size config")
 
 
 def command(cfg: Config) -> int:
-    out = cfg.out_dir()
-    check_folder(cfg, out)
-
-    def on_run():
-        if cfg.record:
-            print(f"[taalm-phi-size] record {write_phi_size_record(cfg, out)}", flush=True)
-
-    for seed in cfg.seeds:
-        run_seed(cfg, seed, out, on_run)
+    taalm_sweep.run(cfg, cfg.out_dir(), check=check_folder, run_seed=run_seed, write_record=write_phi_size_record,
+                    tag="taalm-phi-size")
     return 0
 
 

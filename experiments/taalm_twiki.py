@@ -24,7 +24,7 @@ import dataclasses
 import pathlib
 import time
 
-from cfka_jax.experiments import taalm
+from cfka_jax.experiments import taalm, taalm_sweep
 from cfka_jax.experiments import taalm_stages as stages
 from cfka_jax.experiments.taalm_record import TWIKI_REGIME, seed_folders, twiki_rows
 
@@ -36,7 +36,7 @@ from cfka_jax.continual.ckl import updates_per_epoch
 CLOCK = Clock()
 METHODS = ("Finetune", "Oracle", "RHO-1", "Mix-review", "RecAdam", "K-Adapter", "TAALM", "TAALM + K-Adapter")
 """The paper's TemporalWiki rows (its TAALM rows included; the main table adds ``K-Adapter (dropout 0.1)``)."""
-_RESUMABLE = ("epochs", "seeds", "methods", "progress", "record", "results", "out")
+_RESUMABLE = ("epochs", "seeds", "methods", "progress", "record", "results")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,22 +64,12 @@ class Config:
 
     def __post_init__(self):
         taalm.preset(self.preset)
-        for flag, values in (("--epochs", self.epochs), ("--seeds", self.seeds), ("--methods", self.methods)):
-            if not values or len(set(values)) != len(values):
-                raise ValueError(f"{flag} must be non-empty without repeats, got {values}")
+        taalm_sweep.distinct(("--epochs", self.epochs), ("--seeds", self.seeds), ("--methods", self.methods))
         if any(isinstance(e, bool) or not isinstance(e, int) or e < 1 for e in self.epochs):
             raise ValueError(f"--epochs must be integers >= 1 (epochs per period), got {self.epochs}")
-        if "{seed}" not in self.base_dirs:
-            raise ValueError(f"--base-dirs {self.base_dirs!r} must contain {{seed}} (one folder per seed)")
-        try:
-            self.base_dir(0)
-        except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"--base-dirs {self.base_dirs!r}: only {{preset}} and {{seed}} may appear ({e})")
+        taalm_sweep.check_base_dirs(self.base_dirs, self.preset)
         for seed in self.seeds:
             self.taalm(seed)  # checks every method name and seed before anything is written
-
-    def base_dir(self, seed: int) -> str:
-        return self.base_dirs.format(preset=self.preset, seed=seed)
 
     def out_dir(self) -> pathlib.Path:
         return pathlib.Path(self.out or f"runs/taalm-twiki-{self.preset}")
@@ -87,9 +77,8 @@ class Config:
     def taalm(self, seed: int) -> taalm.TaalmConfig:
         """Seed ``seed``'s study config: the preset in its base folder with this study's TemporalWiki methods and
         no LAMA-CKL methods (its ``twiki`` settings stay the preset's, so the folder's config check passes)."""
-        cfg = taalm.preset(self.preset, self.base_dir(seed))
-        cfg = dataclasses.replace(cfg, methods=(), twiki_methods=self.methods, progress=self.progress)
-        return taalm.with_seed(cfg, seed)
+        return taalm_sweep.seed_config(self.base_dirs, self.preset, seed, methods=(), twiki_methods=self.methods,
+                                       progress=self.progress)
 
 
 FLAGS = Flags(Config, prog="python -m cfka_jax.experiments.taalm_twiki",
@@ -198,26 +187,12 @@ def _commands(runs: list[dict], cfg: Config) -> str:
 def check_folder(cfg: Config, out: pathlib.Path) -> None:
     """Refuse a study folder made with another preset or base folders (its epochs, seeds and methods may grow);
     write ``config.json``."""
-    new = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _RESUMABLE}
-    path = out / "config.json"
-    if path.exists():
-        old = jsonio.read_json_object(path, "a TAALM TemporalWiki-epochs config")
-        diff = sorted(k for k in new if k in old and old[k] != new[k])
-        if diff:
-            raise ValueError(f"--out {out} was made with other settings ({path}: {', '.join(diff)} differ)")
-    jsonio.write_json_atomic(path, dataclasses.asdict(cfg), indent=1)
+    taalm_sweep.check_folder(cfg, out, resumable=_RESUMABLE, what="a TAALM TemporalWiki-epochs config")
 
 
 def command(cfg: Config) -> int:
-    out = cfg.out_dir()
-    check_folder(cfg, out)
-
-    def on_run():
-        if cfg.record:
-            print(f"[taalm-twiki] record {write_epochs_record(cfg, out)}", flush=True)
-
-    for seed in cfg.seeds:
-        run_seed(cfg, seed, out, on_run)
+    taalm_sweep.run(cfg, cfg.out_dir(), check=check_folder, run_seed=run_seed, write_record=write_epochs_record,
+                    tag="taalm-twiki")
     return 0
 
 
