@@ -92,6 +92,9 @@ HELP = {  # the help of fields whose docstring is a class-level paragraph
     "world": "biography: Biography PT/CPT; ood: long CPT on a fact domain, out-of-domain probe tasks",
     "rounds": "CPT → SFT rounds (>= 2)", "block_steps": "domain steps per CPT block (0: the scale's)",
     "task": "the SFT task, one of the ood world's out-of-domain tasks",
+    "ident_rule": "the ood world's identification tasks: permute (f_c = π_c∘σ_c; the recorded world, not learned by "
+    "the small base model) or map (f_c = π_c, with --ident-classes 3: tasks the base model knows)",
+    "ident_classes": "classes of the ood world's identification tasks (0: the scale's)",
 }
 LR_HELP = {"coldstart": "AdamW learning rate of the warm-up", "erosion": "AdamW learning rate of the new task",
            "select": "AdamW learning rate of the fine-tunes", "energy": "AdamW learning rate of the SFT",
@@ -118,7 +121,8 @@ def _flags(name: str) -> Flags:
     fields = {f.name for f in dataclasses.fields(cls)}
     choices = {"scale": lambda: ("smoke", "small"), "arch": archs, "start": lambda: ("random", "base"),
                "vocab": lambda: ("full", "total_unique"), "normalize": lambda: ("all", "kept"),
-               "world": _worlds, "mode": lambda: ("map", "vmap"), **(_LOOP_CHOICES if name == "loop" else {})}
+               "world": _worlds, "mode": lambda: ("map", "vmap"), "ident_rule": _ident_rules,
+               **(_LOOP_CHOICES if name == "loop" else {})}
     parsers = {"eta": _POSITIVE, "taus": _taus, **({"lr": _POSITIVE} if name in ("coldstart", "energy") else {}),
                **(_LDS_PARSERS if name == "lds" else {}), **(_LOOP_PARSERS if name == "loop" else {})}
     help_ = {**HELP, **({"lr": LR_HELP[name]} if name in LR_HELP else {})}
@@ -139,6 +143,12 @@ def _ood_tasks() -> tuple[str, ...]:
 
 _LOOP_CHOICES = {"world": lambda: ("ood",), "task": _ood_tasks}  # cfka geometry loop: the ood world only
 _LOOP_PARSERS = {"rounds": int_arg(lo=2), "block_steps": int_arg(lo=0), "sft_lr": _POSITIVE}
+
+
+def _ident_rules() -> tuple[str, ...]:
+    from cfka_jax.experiments.geometry_transmission_ood import IDENT_RULES
+
+    return IDENT_RULES
 
 
 def _worlds() -> tuple[str, ...]:

@@ -9,7 +9,9 @@ of ``b`` domain steps:
 * **base**: PT on the mixture of the out-of-domain tasks (as the transmission study).
 * **loop** line: round k (1 … K) = CPT for one block of ``b`` domain steps from the previous round's *SFT'd* model
   (round 1 from the base model), then SFT on the task D (``--task``, default ``longform``: the one task the base
-  model knows in the transmission record) from that CPT model. So the chain is base → CPT → SFT → CPT → SFT …
+  model knows in the transmission record; with ``--ident-rule map --ident-classes 3`` the base model knows
+  ``ident_a`` and ``ident_b`` too, as in ``cfka geometry transmission --world ood`` with the same options) from that
+  CPT model. So the chain is base → CPT → SFT → CPT → SFT …
 * **cpt_only** line (the control): the same blocks chained without the SFT in between (block k starts from block
   k − 1's CPT model), the same total domain steps ``k · b`` at round k and the same batches per block; at every
   block boundary the same measurements, and an SFT from the boundary model as a side branch that is not carried on.
@@ -53,7 +55,14 @@ from flax import nnx
 from cfka_jax import jsonio
 from cfka_jax.experiments import geometry_record
 from cfka_jax.experiments.geometry_common import markdown_table, save_plot, write_markdown
-from cfka_jax.experiments.geometry_transmission_ood import OOD_SCALES, OODScale, _pure, _train
+from cfka_jax.experiments.geometry_transmission_ood import (
+    OOD_SCALES,
+    OODScale,
+    _pure,
+    _train,
+    ident_regime,
+    study_scale,
+)
 from cfka_jax.geometry.ood import TASKS, make_world
 from cfka_jax.trees import flatten_mapping
 
@@ -69,7 +78,9 @@ class LoopStudyConfig:
     (0: the scale's, :data:`BLOCK_STEPS`); ``task``: the SFT task D, one of the world's out-of-domain tasks (its
     probe is where R and the plasticity are read); ``world``: ``ood`` only (``geometry/ood.py``); ``seeds``: the
     seeds (empty: the scale's); ``record``: the produced record ``token-force/<record>`` under ``results``,
-    rewritten after every finished seed (:func:`record_rows`)."""
+    rewritten after every finished seed (:func:`record_rows`); ``ident_rule`` / ``ident_classes``: the world's
+    identification tasks as in ``cfka geometry transmission --world ood``
+    (``geometry_transmission_ood.study_scale``; ``map`` and 3: the tasks the base model knows)."""
 
     scale: str = "smoke"
     world: str = "ood"
@@ -77,6 +88,8 @@ class LoopStudyConfig:
     block_steps: int = 0
     task: str = "longform"
     sft_lr: float = 1e-3
+    ident_rule: str = "permute"
+    ident_classes: int = 0
     seeds: tuple[int, ...] = ()
     out: str = "runs/geometry/loop"
     record: str | None = None
@@ -98,11 +111,17 @@ class LoopStudyConfig:
             raise ValueError(f"seeds must be non-negative integers, got {self.seeds}")
         geometry_record.check_seeds(self.seeds)
         geometry_record.check_record_name(self.record)
+        study_scale(self.scale, self.ident_rule, self.ident_classes)
 
     @property
     def block(self) -> int:
         """Domain steps per CPT block."""
         return self.block_steps or BLOCK_STEPS[self.scale]
+
+    @property
+    def study(self) -> OODScale:
+        """The scale with the world's identification tasks set (:func:`study_scale`)."""
+        return study_scale(self.scale, self.ident_rule, self.ident_classes)
 
 
 def params_fingerprint(params) -> str:
@@ -199,7 +218,7 @@ def run_seed(cfg: LoopStudyConfig, seed: int, log=print) -> dict:
     "seconds"}`` (a cell: :func:`_cell`, without the parameters)."""
     from cfka_jax.geometry.plasticity import knows_task, position_chance
 
-    s = OOD_SCALES[cfg.scale]
+    s = cfg.study
     t0 = time.time()
     world = make_world(dataclasses.replace(s.world, seed=seed))
     model = dataclasses.replace(s.model, seed=seed).build(world.vocab_size)
@@ -261,7 +280,7 @@ def record_rows(seed: int, run: dict, task: str, block: int) -> list[dict]:
 def regime(cfg: LoopStudyConfig) -> dict:
     """What a seed runs, resolved from the scale (the record's regime; a seed finished under another regime runs
     again)."""
-    s = OOD_SCALES[cfg.scale]
+    s = cfg.study
     w = make_world(s.world)
     params = sum(x.size for x in jax.tree.leaves(nnx.state(nnx.eval_shape(lambda: s.model.build(w.vocab_size)),
                                                            nnx.Param)))
@@ -279,7 +298,9 @@ def regime(cfg: LoopStudyConfig) -> dict:
                      "cpt_only: the same blocks and batches chained without SFT, the SFT at each boundary a side "
                      "branch; round 0 = the base model in both lines",
             "normalisation": "r_norm = r / readout_size, readout_size = ‖W − 1μᵀ‖_F² / (V − 1) of the readout the "
-                             "row's R was measured with (geometry/readout.py)"}
+                             "row's R was measured with (geometry/readout.py)",
+            # the default run's regime is the committed record's (and finished seeds' rows files still match it)
+            **({"ident_tasks": ident_regime(s)} if (cfg.ident_rule, cfg.ident_classes) != ("permute", 0) else {})}
 
 
 def run_loop(cfg: LoopStudyConfig) -> dict:

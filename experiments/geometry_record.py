@@ -59,13 +59,25 @@ def seed_out(cfg, seed: int) -> pathlib.Path:
     return pathlib.Path(cfg.out) / f"seed{seed}" if cfg.seeds else pathlib.Path(cfg.out)
 
 
+def _clean(v):
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return "inf" if isinstance(v, float) and math.isinf(v) else v
+
+
 def _what(cfg) -> dict[str, Any]:
     """The config fields that decide the numbers (JSON-ready: ∞ as "inf")."""
-    def clean(v):
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return "inf" if isinstance(v, float) and math.isinf(v) else v
-    return {k: clean(v) for k, v in dataclasses.asdict(cfg).items() if k not in RUN_FIELDS}
+    return {k: _clean(v) for k, v in dataclasses.asdict(cfg).items() if k not in RUN_FIELDS}
+
+
+def same_config(stored: Mapping[str, Any], cfg) -> bool:
+    """Whether a finished seed's stored config is ``cfg``'s: equal, where a field the stored config lacks (added to
+    the study after that seed ran) counts as equal when ``cfg`` holds its default, which is what the seed ran with."""
+    now = _what(cfg)
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
+    missing = set(now) - set(stored)
+    return (all(defaults[k] is not dataclasses.MISSING and now[k] == _clean(defaults[k]) for k in missing)
+            and {k: v for k, v in now.items() if k not in missing} == dict(stored))
 
 
 def command_line(study: str, cfg) -> str:
@@ -95,14 +107,15 @@ def _rows_file(cfg, study: str, seed: int) -> pathlib.Path:
 def _finished(cfg, study: str, seed: int, regime: Mapping[str, Any]) -> dict | None:
     """The rows file of a finished seed of the same config and regime, else None. The regime is what the study
     resolved from its scale (sizes, steps, subsets): a scale whose contents changed under the same name makes the
-    seed run again. A rows file written before the regime was kept is judged by its config alone."""
+    seed run again. A rows file written before the regime was kept is judged by its config alone, one written before
+    a field was added by :func:`same_config`."""
     path = _rows_file(cfg, study, seed)
     if not path.exists():
         return None
     data = jsonio.read_json_object(path, f"a finished {study} seed")
     jsonio.require_keys(data, ("config", "seed", "rows", "wall_s", "cpu_s"), str(path))
     same_regime = data.get("regime", _json(regime)) == _json(regime)
-    return data if data["config"] == _what(cfg) and data["seed"] == seed and same_regime else None
+    return data if same_config(data["config"], cfg) and data["seed"] == seed and same_regime else None
 
 
 def run_study(study: str, cfg, run_seed: Callable[[int, pathlib.Path], list[Mapping[str, Any]]],

@@ -81,7 +81,9 @@ class TransmissionConfig:
     ``seeds``: the seeds (empty: the ``ood`` scale's, or seed 0 into ``out`` for ``biography``); ``record``: the
     produced record ``token-force/<record>`` under ``results``, rewritten after every finished seed (``biography``:
     :func:`record_rows`; ``ood``: one row per seed, task, checkpoint and reset,
-    ``geometry_transmission_ood.record_rows``)."""
+    ``geometry_transmission_ood.record_rows``). ``ident_rule`` / ``ident_classes`` (``--world ood`` only): the
+    identification tasks' rule and classes (0: the scale's), ``geometry_transmission_ood.study_scale``;
+    ``map`` and 3 are the tasks the base model knows."""
 
     scale: str = "smoke"
     arch: str = "qwen"
@@ -89,6 +91,8 @@ class TransmissionConfig:
     sft_lr: float = 1e-3
     resets: tuple[str, ...] = RESETS
     world: str = "biography"
+    ident_rule: str = "permute"
+    ident_classes: int = 0
     seeds: tuple[int, ...] = ()
     out: str = "runs/geometry/transmission"
     record: str | None = None
@@ -106,6 +110,13 @@ class TransmissionConfig:
             raise ValueError(f"seeds must be non-negative integers, got {self.seeds}")
         geometry_record.check_seeds(self.seeds)
         geometry_record.check_record_name(self.record)
+        if self.world == "ood":
+            from cfka_jax.experiments.geometry_transmission_ood import study_scale
+
+            study_scale(self.scale, self.ident_rule, self.ident_classes)
+        elif (self.ident_rule, self.ident_classes) != ("permute", 0):
+            raise ValueError(f"--ident-rule / --ident-classes set the ood world's identification tasks: they need "
+                             f"--world ood, got --world {self.world}")
 
 
 def checkpoints(total: int) -> list[int]:

@@ -17,6 +17,12 @@ Per seed (``geometry/ood.py`` world, a tied Qwen2 port with ≥ 6 blocks):
    ``L_final(c, none) − L_final(c, reset)`` for every reset (and the minimum-loss variant). Spearman per seed and
    pooled over seeds (points (seed, D, c)).
 
+The §7.5 premise is that the base model knows each task D. In the default world (the committed record's) the
+identification tasks' rule ``permute`` is not learned by the small port (it memorises the PT items), so only
+``longform`` meets it. ``--ident-rule map --ident-classes 3`` builds the identification tasks as a per-class token
+map over 3 classes (:func:`study_scale`; ``geometry/ood.py`` says why that is learnable), everything else the same;
+``cfka geometry loop`` takes the same two options, so both studies start from the same base model.
+
 Writes ``transmission.json`` / ``transmission.md``, ``transmission_R.png`` and ``reset_gain_vs_drop.png`` in
 ``--out``.
 """
@@ -43,7 +49,7 @@ from cfka_jax.geometry.readout import (
     transmission_tokens,
 )
 from cfka_jax.geometry.resets import ResetConfig, build, reset
-from cfka_jax.geometry.synthetic import ModelConfig
+from cfka_jax.geometry.synthetic import RULES, ModelConfig
 from cfka_jax import jsonio
 from cfka_jax.claims.results import Clock
 from cfka_jax.experiments import geometry_record
@@ -82,6 +88,40 @@ OOD_SCALES = {
                       checkpoints=(10, 25, 50, 100, 200, 350, 500, 700, 950, 1200), sft_steps=30, batch=32,
                       seeds=(0, 1, 2)),
 }
+
+
+IDENT_RULES = RULES
+"""``--ident-rule``: f_c of the identification tasks ``ident_a`` / ``ident_b`` (``geometry/ood.py``): ``permute``
+(the default, the recorded studies' world, which the small base model does not learn) or ``map``."""
+
+
+def study_scale(scale: str, ident_rule: str = "permute", ident_classes: int = 0) -> OODScale:
+    """The scale ``scale`` with its world's identification tasks set: rule ``ident_rule`` and ``ident_classes``
+    classes (0: the scale's). ``--ident-rule map --ident-classes 3`` is the variant whose tasks the base model
+    knows after PT (``geometry/ood.py``'s docstring says why); the defaults give ``OOD_SCALES[scale]`` itself.
+
+    Raises:
+      ValueError: an unknown scale or rule, or more classes than the scale's smallest split holds, naming the
+        option.
+    """
+    if scale not in OOD_SCALES:
+        raise ValueError(f"--scale: the ood world has scales {sorted(OOD_SCALES)}, got {scale!r}")
+    if ident_rule not in IDENT_RULES:
+        raise ValueError(f"--ident-rule must be one of {IDENT_RULES}, got {ident_rule!r}")
+    s = OOD_SCALES[scale]
+    w = s.world
+    most = min(w.pt, w.sft, w.probe)
+    if isinstance(ident_classes, bool) or not isinstance(ident_classes, int) or not 0 <= ident_classes <= most:
+        raise ValueError(f"--ident-classes must be an integer from 1 to {most} (the smallest split of scale "
+                         f"{scale!r}) or 0 (the scale's {w.classes}), got {ident_classes!r}")
+    return dataclasses.replace(s, world=dataclasses.replace(w, ident_rule=ident_rule,
+                                                            classes=ident_classes or w.classes))
+
+
+def ident_regime(s: OODScale) -> str:
+    """A record's words for the identification tasks of ``s``'s world."""
+    rule = {"permute": "f_c(x)_i = π_c(x_{σ_c(i)})", "map": "f_c(x)_i = π_c(x_i)"}[s.world.ident_rule]
+    return f"identification tasks: rule {s.world.ident_rule} ({rule}), {s.world.classes} classes"
 
 
 def reset_table(num_layers: int) -> dict[str, ResetConfig]:
@@ -255,8 +295,10 @@ def _cached_seed(out, s: OODScale, seed: int, resets, sft_lr: float) -> dict:
     same scale, resets and SFT lr is read back instead (so seeds can run in separate processes and a last call with
     all seeds pools them)."""
     path = out / f"seed{seed}.json"
-    key = {"scale": json.loads(json.dumps(dataclasses.asdict(s))), "resets": list(resets), "sft_lr": sft_lr,
-           "version": SEED_VERSION}
+    scale = json.loads(json.dumps(dataclasses.asdict(s)))
+    if scale["world"]["ident_rule"] == "permute":  # the default world: seed files from before the field still match
+        del scale["world"]["ident_rule"]
+    key = {"scale": scale, "resets": list(resets), "sft_lr": sft_lr, "version": SEED_VERSION}
     if path.exists():
         saved = jsonio.read_json_object(path, "a seed record (JSON object)")
         if saved.get("key") == key:
@@ -294,7 +336,10 @@ def record_rows(seed: int, run: dict, checkpoints, resets) -> list[dict]:
     return rows
 
 
-def _regime(s: OODScale, params: int) -> dict:
+def _regime(s: OODScale, params: int, ident: bool = False) -> dict:
+    """The record's regime; ``ident``: say how the identification tasks are set (a run with ``--ident-rule`` /
+    ``--ident-classes``; the default run's regime is the committed record's)."""
+    extra = {"ident_tasks": ident_regime(s)} if ident else {}
     return {"model": f"Qwen2 port (tied head), d = {s.model.hidden}, {s.model.layers} blocks",
             "params": f"{params:,}",
             "pt_quality": "rows' base_acc: each task's probe accuracy (greedy, supervised tokens) before CPT, against "
@@ -306,7 +351,7 @@ def _regime(s: OODScale, params: int) -> dict:
                     f"({len(s.checkpoints)} checkpoints); SFT {s.sft_steps} AdamW steps per task, checkpoint and "
                     "reset",
             "normalisation": "r_norm = r / readout_size, readout_size = ‖W − 1μᵀ‖_F² / (V − 1) of the checkpoint's "
-                             "readout (geometry/readout.py)"}
+                             "readout (geometry/readout.py)", **extra}
 
 
 def run_ood(cfg) -> dict:
@@ -314,7 +359,8 @@ def run_ood(cfg) -> dict:
     ``token-force/<record>`` is rewritten after every finished seed (:func:`record_rows`)."""
     import pathlib
 
-    s = OOD_SCALES[cfg.scale]
+    s = study_scale(cfg.scale, cfg.ident_rule, cfg.ident_classes)
+    ident = (cfg.ident_rule, cfg.ident_classes) != ("permute", 0)
     seeds = tuple(cfg.seeds) or s.seeds
     resets = tuple(cfg.resets)
     out = pathlib.Path(cfg.out)
@@ -324,7 +370,8 @@ def run_ood(cfg) -> dict:
         if cfg.record:
             done.append({"seed": seed, "rows": record_rows(seed, run, s.checkpoints, resets),
                          "wall_s": run.get("wall_s"), "cpu_s": run.get("cpu_s")})
-            geometry_record.write_study_record("transmission", cfg, done, _regime(s, run["params"]), planned=seeds)
+            geometry_record.write_study_record("transmission", cfg, done, _regime(s, run["params"], ident),
+                                               planned=seeds)
     corr = correlations(runs, s.checkpoints, resets)
     corr_norm = correlations(runs, s.checkpoints, resets, transmission="R_norm")
     result = {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), "checkpoints": list(s.checkpoints),

@@ -17,6 +17,26 @@ every part is one of the project's synthetic worlds, each in its own block of to
 
 PT trains on the OOD tasks' ``pt`` rows (response and prompt tokens alike: LM loss on all non-PAD targets); CPT on
 the domain corpus (all non-PAD targets). Masks are ``target_mask`` keyed by target position (column 0 never).
+
+**The identification tasks, and the variant a small base model knows.** An identification item is
+``[BOS, T_c,1 … T_c,m, x_1 … x_n, SEP, y_1 … y_n]``: the class c is named by its template T_c (``m`` = 4 / 3
+tokens for ``ident_a`` / ``ident_b``), ``x`` is drawn at random from 16 content tokens, and the response is
+``y = f_c(x)``, which the prompt determines. ``ident_rule`` picks f_c (``synthetic.TaskConfig.rule``):
+
+* ``permute`` (the default, the world of the recorded studies): ``y_i = π_c(x_{σ_c(i)})``, a per-class position
+  permutation σ_c composed with a per-class token map π_c. With ``classes`` = 6 and 40 PT items per class, a
+  6-block d = 48 port memorises the PT items (greedy accuracy on them near 1 after 1,500 steps) and stays near
+  the position-only chance on held-out x: it never finds, per class, which input position each response token
+  copies from. The base model does not know these tasks.
+* ``map``: ``y_i = π_c(x_i)`` (σ_c the identity; every other draw the same, so templates, inputs and π_c are
+  those of ``permute``). Response token i copies input token i, a fixed offset back for every class, through the
+  class's token map; with fewer classes (``classes`` = 3: 80 PT items per class, each π_c entry met 25–30 times
+  in one pass over the ``pt`` rows) the same port learns the rule, not the items, and reaches near-perfect accuracy
+  on the held-out probe within the study's PT. Each change alone falls short at seed 0: ``map`` with 6 classes
+  learns the rule late and only partly, 3 classes under ``permute`` still memorise ``ident_b``.
+
+The answer is a function of the prompt in either rule; what changes is only how hard f_c is to learn from the PT
+rows. ``longform`` and the domain are the same in every variant.
 """
 
 from __future__ import annotations
@@ -42,15 +62,20 @@ class OODWorldConfig:
     sft: int = 120
     probe: int = 60
     classes: int = 6
-    """Classes of each identification task."""
+    """Classes of each identification task (3 with ``ident_rule='map'``: the variant the base model knows)."""
     entities: int = 60
     """Entities of the domain fact corpus (4 relations each)."""
     parallel: int = 200
     """Translation pairs in the domain corpus."""
     seed: int = 0
+    ident_rule: str = "permute"
+    """f_c of the identification tasks (``synthetic.RULES``): ``permute`` (``π_c(x_{σ_c(i)})``) or ``map``
+    (``π_c(x_i)``); see the module docstring."""
 
     def __post_init__(self):
         check_sizes(self, ("pt", "sft", "probe", "classes", "entities"))
+        if self.ident_rule not in synthetic.RULES:
+            raise ValueError(f"ident_rule must be one of {synthetic.RULES}, got {self.ident_rule!r}")
         if self.parallel < 0:
             raise ValueError(f"parallel must be >= 0, got {self.parallel}")
         for name in ("pt", "sft", "probe"):
@@ -117,7 +142,8 @@ def _ident(cfg: OODWorldConfig, seed: int, template_len: int, input_len: int):
     per = [max(1, n // cfg.classes) for n in (cfg.pt, cfg.sft, cfg.probe)]
     tc = synthetic.TaskConfig(num_classes=cfg.classes, train_per_class=per[0] + per[1], test_per_class=per[2],
                               pretrain_classes=1, pretrain_per_class=1, template_len=template_len,
-                              template_vocab=8, input_len=input_len, content_tokens=16, seed=seed)
+                              template_vocab=8, input_len=input_len, content_tokens=16, seed=seed,
+                              rule=cfg.ident_rule)
     task = synthetic.make_task(tc)
     within = np.arange(len(task.train_tokens)) % tc.train_per_class
     parts = {"pt": task.train_tokens[within < per[0]], "sft": task.train_tokens[within >= per[0]],
