@@ -318,7 +318,7 @@ def run_loop(cfg: LoopStudyConfig) -> dict:
                        sorted(run["cells"].items())]}, allow_nan=False, indent=1)
         return record_rows(seed, run, cfg.task, cfg.block)
 
-    done = geometry_record.run_study("loop", run_cfg, one, reg)
+    done = geometry_record.run_study("loop", run_cfg, one, reg, pt_per_seed=True)
     rows = [row for d in done for row in d["rows"]]
     result = {"config": dataclasses.asdict(run_cfg), "regime": reg, "rows": rows,
               "seconds": {d["seed"]: {"wall_s": d.get("wall_s"), "cpu_s": d.get("cpu_s")} for d in done}}

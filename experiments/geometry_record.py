@@ -119,9 +119,11 @@ def _finished(cfg, study: str, seed: int, regime: Mapping[str, Any]) -> dict | N
 
 
 def run_study(study: str, cfg, run_seed: Callable[[int, pathlib.Path], list[Mapping[str, Any]]],
-              regime: Mapping[str, Any]) -> list[dict]:
+              regime: Mapping[str, Any], *, pt_per_seed: bool = False) -> list[dict]:
     """Runs ``run_seed(seed, out_dir) -> rows`` for every seed not finished yet, in order; after each seed writes
-    its rows file and, with ``cfg.record``, the record. Returns every finished seed's rows file (seed order)."""
+    its rows file and, with ``cfg.record``, the record (``pt_per_seed``: every seed pre-trains its own base model,
+    see :func:`write_study_record`). Returns every finished seed's rows file (seed order)."""
+    start = Clock()  # the record names the code this study started with
     done = []
     for seed in run_seeds(cfg):
         data = _finished(cfg, study, seed, regime)
@@ -132,16 +134,21 @@ def run_study(study: str, cfg, run_seed: Callable[[int, pathlib.Path], list[Mapp
             jsonio.write_json_atomic(_rows_file(cfg, study, seed), data, allow_nan=False, indent=1)
         done.append(data)
         if cfg.record:
-            write_study_record(study, cfg, done, regime)
+            write_study_record(study, cfg, done, regime, pt_per_seed=pt_per_seed, clock=start)
     return done
 
 
 def write_study_record(study: str, cfg, done: Sequence[Mapping[str, Any]], regime: Mapping[str, Any],
-                       planned: Sequence[int] | None = None) -> pathlib.Path:
+                       planned: Sequence[int] | None = None, *, pt_per_seed: bool = False,
+                       clock: Clock | None = None) -> pathlib.Path:
     """The record ``token-force/<cfg.record>`` from the finished seeds ``done`` (their rows, summed seconds; a seed
-    run before its seconds were kept counts as null in ``seed_seconds`` and 0 in the sums)."""
+    run before its seconds were kept counts as null in ``seed_seconds`` and 0 in the sums). ``pt_per_seed``: each
+    seed pre-trains its own base model (world, initialisation and batches drawn by the seed), so the record names
+    one PT replicate per seed (``base-s<k>``); ``clock``: the study's, made when it started (its commit is the
+    record's; default: now)."""
     seeds = [d["seed"] for d in done]
-    prov = provenance(config=_what(cfg), seeds=seeds, clock=Clock(), command=command_line(study, cfg))
+    prov = provenance(config=_what(cfg), seeds=seeds, clock=clock or Clock(), command=command_line(study, cfg),
+                      pt_replicates=[f"base-s{k}" for k in seeds] if pt_per_seed else ())
     total = lambda key: round(sum(d.get(key) or 0.0 for d in done), 2)  # noqa: E731
     prov.update(wall_s=total("wall_s"), cpu_s=total("cpu_s"),
                 seed_seconds={str(d["seed"]): {"wall_s": d.get("wall_s"), "cpu_s": d.get("cpu_s")} for d in done},

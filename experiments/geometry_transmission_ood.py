@@ -365,13 +365,14 @@ def run_ood(cfg) -> dict:
     resets = tuple(cfg.resets)
     out = pathlib.Path(cfg.out)
     runs, done = {}, []
+    start = geometry_record.Clock()  # the record names the code this study started with
     for seed in seeds:
         runs[seed] = run = _cached_seed(out, s, seed, resets, cfg.sft_lr)
         if cfg.record:
             done.append({"seed": seed, "rows": record_rows(seed, run, s.checkpoints, resets),
                          "wall_s": run.get("wall_s"), "cpu_s": run.get("cpu_s")})
             geometry_record.write_study_record("transmission", cfg, done, _regime(s, run["params"], ident),
-                                               planned=seeds)
+                                               planned=seeds, pt_per_seed=True, clock=start)
     corr = correlations(runs, s.checkpoints, resets)
     corr_norm = correlations(runs, s.checkpoints, resets, transmission="R_norm")
     result = {"config": dataclasses.asdict(cfg), "scale": dataclasses.asdict(s), "checkpoints": list(s.checkpoints),

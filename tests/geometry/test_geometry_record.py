@@ -107,3 +107,26 @@ def test_run_study_writes_per_seed_and_resumes_a_killed_run(tmp_path):
     assert len(ran) == n
     geometry_record.run_study("attribution", other, run_seed, {"model": "m, 48 subsets"})
     assert len(ran) == n + 1 and ran[-1] == 0
+
+
+def test_a_study_whose_seeds_pretrain_their_own_base_names_them_and_its_start_commit(tmp_path, monkeypatch):
+    """``pt_per_seed``: one PT replicate per finished seed (``base-s<k>``); the record names the commit of the code
+    the study started with, even when HEAD moved before the record was written."""
+    import cfka_jax.claims.results as results
+    from cfka_jax.experiments import geometry_record
+    from cfka_jax.experiments.geometry_attribution import AttributionConfig
+
+    monkeypatch.setattr(results, "git_commit", lambda cwd=None: "a" * 40)
+    cfg = AttributionConfig(out=str(tmp_path / "o"), seeds=(0, 1), record="fake", results=str(tmp_path / "r"))
+
+    def run_seed(seed, out):
+        monkeypatch.setattr(results, "git_commit", lambda cwd=None: "b" * 40)  # HEAD moves during the run
+        return [{"method": "ch1", "seed": seed, "auc": 0.5}]
+
+    geometry_record.run_study("attribution", cfg, run_seed, {"model": "m"}, pt_per_seed=True)
+    rec = load_records(tmp_path / "r")["token-force/fake"]
+    assert rec.provenance["pt_replicates"] == ["base-s0", "base-s1"] and rec.pt_replicates == 2
+    assert rec.provenance["commit"] == "a" * 40 and rec.provenance["commit_at_write"] == "b" * 40
+    plain = AttributionConfig(out=str(tmp_path / "p"), seeds=(0,), record="plain", results=str(tmp_path / "r"))
+    geometry_record.run_study("attribution", plain, run_seed, {"model": "m"})
+    assert load_records(tmp_path / "r")["token-force/plain"].provenance["pt_replicates"] == []
