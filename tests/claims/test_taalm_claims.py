@@ -196,3 +196,69 @@ def test_phi_vs_uniform_pairs_runs_on_pt_and_seed(runs, verdict):
     j = taalm._phi_vs_uniform(recs)
     assert j.verdict == verdict, j.reason
     assert "w = 1 − plain replay-all" in j.reason and "6 pairs" in j.ours
+
+
+# ------------------------------------------------------------------ K-Adapter's budget, TemporalWiki epochs, φ size
+
+def budget_record(values: dict[str, list[float]], lr=3e-2):
+    """The budget study's test-split rows (:data:`taalm.LR_E90`): Top Acc per (method, seed), Total = Top + 0.9."""
+    rows = [{"method": m, "lr": lr, "seed": s, "split": "test", "top_acc": x, "nf_acc": 0.95, "total": x + 0.9,
+             "n_to_learn": 30, "n_not_to_forget": 33} for m, xs in values.items() for s, x in enumerate(xs)]
+    rec = record(taalm.LR_E90, rows, range(3))
+    return Record(rec.name, rec.origin, rec.provenance, {"dose": "90 epochs of batch 16"}, rec.rows)
+
+
+def test_plus_kadapter_is_decided_where_kadapter_alone_learns():
+    nothing = {"K-Adapter": [0.0] * 3, "TAALM + K-Adapter": [0.0] * 3}
+    shared = lama_record(nothing)
+    j = taalm._plus_kadapter(shared)
+    assert j.verdict == "not reproduced" and "learns no TO-LEARN fact at any setting" in j.reason
+    lifted = budget_record({**nothing, "K-Adapter (dropout 0.1)": [0.07, 0.08, 0.10],
+                            "TAALM + K-Adapter (dropout 0.1)": [0.20, 0.23, 0.17]})
+    j = taalm._plus_kadapter({**shared, taalm.LR_E90: lifted})
+    assert j.verdict == "holds" and "decided at K-Adapter (dropout 0.1) at the budget" in j.reason
+    assert "K-Adapter learns nothing at the shared setting" in j.reason
+    below = budget_record({"K-Adapter (dropout 0.1)": [0.20, 0.23, 0.17],
+                           "TAALM + K-Adapter (dropout 0.1)": [0.07, 0.08, 0.10]})
+    assert taalm._plus_kadapter({**shared, taalm.LR_E90: below}).verdict == "refuted"
+
+
+def test_the_budget_note_names_each_kadapters_best_lr_and_never_changes_the_verdict():
+    recs = {**lama_record({"TAALM": [0.4, 0.4, 0.4], "K-Adapter": [0.0] * 3}),
+            taalm.LR_E90: budget_record({"K-Adapter (dropout 0.1)": [0.06, 0.09, 0.09]})}
+    j = taalm.with_budget(taalm.lama(("TAALM", "K-Adapter", "top_acc")))(recs)
+    assert j.verdict == taalm.lama(("TAALM", "K-Adapter", "top_acc"))(recs).verdict == "holds"
+    assert "K-Adapter (dropout 0.1) at 90 epochs, lr 0.03: best test Top Acc 0.080 (lr 0.03, 3 seeds" in j.reason
+
+
+def twiki_epochs(by_epochs: dict[int, tuple[list, list]]):
+    """TAALM's and Finetune's changed NLL after each period, per number of epochs: (TAALM per seed, Finetune)."""
+    rows = [{"method": m, "epochs": e, "seed": s, "period": p + 1, "probes": "changed", "before": 6.0, "after": x}
+            for e, (a, b) in by_epochs.items() for m, per_seed in (("TAALM", a), ("Finetune", b))
+            for s, xs in enumerate(per_seed) for p, x in enumerate(xs)]
+    return record(taalm.TWIKI_EP, rows, range(2))
+
+
+def test_twiki_is_judged_at_the_largest_epochs_and_checked_against_the_main_study():
+    low, high = [[5.8, 5.5], [5.9, 5.4]], [[6.1, 5.7], [6.0, 5.8]]
+    ep = twiki_epochs({1: (high, low), 5: (low, high)})  # 1 epoch: TAALM above; 5 epochs: below
+    rule = taalm.twiki(("TAALM", "Finetune", "changed"))
+    j = rule({taalm.TWIKI_EP: ep})
+    assert j.verdict == "holds" and j.reason.startswith("at 5 epochs per period") and "at 1 epoch: refuted" in j.reason
+    main = twiki_record(high, low)  # the main study's 1-epoch runs, the same numbers
+    assert rule({taalm.TWIKI_EP: ep, **main}).verdict == "holds"
+    with pytest.raises(ValueError, match="disagree at 1 epoch"):
+        rule({taalm.TWIKI_EP: ep, **twiki_record(low, high)})
+
+
+def test_a_phi_of_another_size_serves_theta_when_taalm_with_it_beats_finetune():
+    rows = [{"seed": s, "phi": phi, "method": m, "top_acc": x, "total": x + 0.9, "n_to_learn": 30,
+             "n_not_to_forget": 33}
+            for s in range(3) for phi, m, x in ((None, "Finetune", 0.05), ("same", "TAALM", 0.35),
+                                                ("d32", "TAALM", 0.25))]
+    rec = record(taalm.PHI_SIZE, rows, range(3))
+    j = taalm._phi_other_size({taalm.PHI_SIZE: rec})
+    assert j.verdict == "holds" and "TAALM (φ d32) vs Finetune" in j.ours
+    assert "own-size φ against it" in j.reason
+    none = record(taalm.PHI_SIZE, [r for r in rows if r["phi"] != "d32"], range(3))
+    assert taalm._phi_other_size({taalm.PHI_SIZE: none}).verdict == "not tested"

@@ -36,6 +36,9 @@ EROSION_GRADED = ("cfka geometry erosion --scale small --study graded --lr 3e-4 
                   "--out runs/geometry/erosion-graded --record erosion_graded")
 LOOP = ("cfka geometry loop --world ood --scale small --rounds 4 --seeds 0,1,2 --out runs/geometry/loop-ood "
         "--record loop_ood")
+TRANS_OOD_KNOWN = ("cfka geometry transmission --world ood --scale small --ident-rule map --ident-classes 3 "
+                   "--seeds 0,1,2 --resets none,readout,readout_only,paper_last4,last4 "
+                   "--out runs/geometry/transmission-ood-known --record transmission_ood_known")
 TRANS_OOD = ("cfka geometry transmission --world ood --scale small --seeds 0,1,2 "
              "--resets none,readout,readout_only,paper_last4,last4 --out runs/geometry/transmission-ood-s3 "
              "--record transmission_ood")
@@ -275,21 +278,26 @@ CLAIMS: tuple[PaperClaim, ...] = (
         statement="The drop of readout transmission R during CPT predicts how much a readout reset recovers: "
                   "Spearman 0.83 between transmission drop and reset gain (0.73 out of domain)",
         paper_value="Spearman 0.83 (0.73 out of domain)",
-        paper_regime=PAPER_CPT, command=TRANS_OOD, records=(r.T_OOD,), rule=tr.transmission, headline=True,
+        paper_regime=PAPER_CPT, command=f"{TRANS_OOD_KNOWN}; {TRANS_OOD}", records=(r.T_OOD_KNOWN,), context=(r.T_OOD,),
+        rule=tr.ood_world(tr.transmission), headline=True,
         explanation="docs/geometry.md, 'Readout transmission' and 'Long CPT with separate out-of-domain probe "
-                    "tasks': the rule reads the produced OOD record, keeps the tasks the base model knows before CPT "
-                    "(probe accuracy ≥ halfway from its position-only chance to 1: longform only; the two "
-                    "identification tasks stay near chance) and the drop of R divided by the readout's size; R / size "
-                    "rises on the known task's probe under CPT instead of dropping, so ρ_task takes the opposite "
-                    "sign at all three seeds (n = 10 checkpoints each). The in-domain +0.59 of the Biography study "
+                    "tasks': the rule reads the OOD study whose base model knows all three tasks before CPT (probe "
+                    "accuracy ≥ halfway from its position-only chance to 1; with --ident-rule map --ident-classes 3 "
+                    "the identification tasks are learned too) and the drop of R divided by the readout's size; R / "
+                    "size rises on every known task's probe under CPT instead of dropping, so ρ_task takes the "
+                    "opposite sign at all three seeds (n = 30 points each), as in the default world (longform "
+                    "only, shown beside it). The in-domain +0.59 of the Biography study "
                     "(one seed, raw R, not read here) mostly says both the drop and the gain grow with CPT length."),
     PaperClaim(
         id="token-force.transmission-drop", paper=P, section="Sec. 6, readout transmission (§7.1, §7.5)",
         statement="Continued pre-training on a new domain lowers the readout transmission R_D = mean_t ‖Wᵀg_t‖² / "
                   "‖g_t‖² of the fine-tuning tasks' probes (the transmission drop)",
         paper_value="R falls on the GSM8K / MBPP / Dolly-QA probes after PubMed CPT (size not in the spec)",
-        paper_regime=PAPER_CPT, command=TRANS_OOD, records=(r.T_OOD,), rule=tr.transmission_drop,
-        explanation="docs/geometry.md: R on the forgotten tasks' probes rises 2-4× over 1,200 domain steps, and "
+        paper_regime=PAPER_CPT, command=f"{TRANS_OOD_KNOWN}; {TRANS_OOD}", records=(r.T_OOD_KNOWN,),
+        context=(r.T_OOD,), rule=tr.ood_world(tr.transmission_drop),
+        explanation="docs/geometry.md: R / readout size on the probes of all three tasks the base model knows falls "
+                    "at no seed (ΔR/size −0.3 … −3.0 at step 1,200); in the default world R on the forgotten tasks' "
+                    "probes rises 2-4× over 1,200 domain steps, and "
                     "on the five Biography task probes too (one seed, 'Readout transmission'); only the in-domain "
                     "probe falls. The readout's size ‖W − 1μᵀ‖_F² / (V − 1) grows too (by 34 / 61 / 48 % at seeds "
                     "0 / 1 / 2), but R divided by it still rises, so the rise is not the readout's scale. A "
@@ -299,10 +307,11 @@ CLAIMS: tuple[PaperClaim, ...] = (
         statement="Restoring the pre-CPT embedding and readout ('Reset readout'), or those and the top blocks "
                   "('Reset last 4'), before SFT recovers the plasticity lost in CPT",
         paper_value="(figures; no number in the spec)",
-        paper_regime=PAPER_CPT, command=TRANS_OOD, records=(r.T_OOD,), context=(r.T_BIO,), rule=tr.reset_gain,
+        paper_regime=PAPER_CPT, command=f"{TRANS_OOD_KNOWN}; {TRANS_OOD}", records=(r.T_OOD_KNOWN,),
+        context=(r.T_OOD, r.T_BIO), rule=tr.ood_world(tr.reset_gain),
         explanation="docs/geometry.md: the paper fine-tunes on tasks outside the CPT domain, so the out-of-domain "
-                    "study decides it; the rule reads the tasks the base model knows before CPT (longform; the "
-                    "identification tasks stay near chance and are left out); after 1,200 domain steps both resets "
+                    "study decides it, on the three tasks its base model knows before CPT (the default world's "
+                    "longform-only study shown beside it); after 1,200 domain steps both resets "
                     "lower its post-SFT probe loss at every seed, and they restore forgotten knowledge as much as "
                     "learning speed (the loss before SFT, L0, falls). The in-domain Biography study (one seed) is "
                     "shown beside it; its three seeds are sized for an accelerator (151 min per seed on 2 CPU "

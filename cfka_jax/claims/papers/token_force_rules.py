@@ -37,6 +37,9 @@ CUES, COLL = "token-force/cues", "token-force/collision_tokens"
 COLD, COLD_BASE = "token-force/coldstart_random", "token-force/coldstart_base"
 """The cold start from the random initialisation (lr 1e-3) and from the synthetic base model (lr 1e-4)."""
 T_BIO, T_OOD = "token-force/transmission_biography", "token-force/transmission_ood"
+T_OOD_KNOWN = "token-force/transmission_ood_known"
+"""The out-of-domain study with the identification tasks made learnable (``--ident-rule map --ident-classes 3``):
+the base model knows all three tasks before CPT, so every task enters the rules."""
 """The Biography transmission study (transcribed, one seed) and the out-of-domain one (produced by ``cfka geometry
 transmission --world ood --record transmission_ood``; its rules are in ``token_force_transmission.py``)."""
 LOOP = "token-force/loop_ood"

@@ -105,6 +105,24 @@ def _fmt(vals: Sequence[float]) -> str:
     return " / ".join(f"{v:+.2f}" for v in vals)
 
 
+def ood_world(rule):
+    """``rule`` judged on the out-of-domain study whose base model knows every task (:data:`r.T_OOD_KNOWN`) where
+    that record is present, the default world's study (:data:`r.T_OOD`, only longform known) shown beside it (a
+    context record); else on the default world's study."""
+    def judged(records: Mapping[str, Record]) -> Judgement:
+        if r.T_OOD_KNOWN not in records:
+            return rule(records)
+        rest = {k: v for k, v in records.items() if k not in (r.T_OOD, r.T_OOD_KNOWN)}
+        j = rule({**rest, r.T_OOD: records[r.T_OOD_KNOWN]})
+        if r.T_OOD not in records:
+            return j
+        d = rule({**rest, r.T_OOD: records[r.T_OOD]})
+        return Judgement(j.verdict, f"{j.reason}; the default OOD world (identification tasks unlearned): "
+                                    f"{d.verdict}, {d.ours}", j.ours)
+    judged.__doc__ = rule.__doc__
+    return judged
+
+
 def transmission(records: Mapping[str, Record]) -> Judgement:
     """ρ_task (drop of R / readout size vs the Reset-readout gain) > 0 at every seed, ≥ the paper's 0.73 to hold."""
     ood = records[r.T_OOD]
