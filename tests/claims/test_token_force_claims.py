@@ -138,12 +138,23 @@ def bio_record():
     ([[1, 2, 3, 4, 5]], "partly"),               # one seed: the paper's sign, spread unknown
 ])
 def test_transmission_headline(gains, verdict):
-    assert BY_ID["token-force.transmission-reset-gain"].records == (r.T_OOD,)  # the one-seed Biography record: no
+    claim = BY_ID["token-force.transmission-reset-gain"]  # the one-seed Biography record: not read
+    assert claim.records == (r.T_OOD_KNOWN,) and claim.context == (r.T_OOD,)
     j = rule("token-force.transmission-reset-gain", ood_record(gains))
     assert j.verdict == verdict, j
     assert "tasks longform;" in j.ours and "ident_a left out (base accuracy / chance at seed: 0.10/0.12@0" in j.reason
     if len(gains) == 2:
         assert "2 of the 3 seeds" in j.reason
+
+
+def test_the_world_whose_base_knows_every_task_decides_and_the_default_world_is_shown():
+    from dataclasses import replace
+
+    default = ood_record([[5, 4, 3, 2, 1]] * 3)  # the default world: the other way round
+    known = replace(ood_record([[1, 2, 3, 4, 5]] * 3), name=r.T_OOD_KNOWN)
+    j = BY_ID["token-force.transmission-reset-gain"].rule({r.T_OOD: default, r.T_OOD_KNOWN: known})
+    assert j.verdict == "holds" and "the default OOD world (identification tasks unlearned): refuted" in j.reason
+    assert BY_ID["token-force.transmission-reset-gain"].rule({r.T_OOD: default}).verdict == "refuted"
 
 
 def test_transmission_rules_leave_out_every_task_below_the_premise():
