@@ -329,7 +329,9 @@ def test_registry_shape_on_the_real_records():
     ood = records[r.T_OOD]  # produced seed by seed; the record says which of the planned seeds it holds
     assert ood.origin == "produced" and ood.provenance["seeds_planned"] == [0, 1, 2]
     assert ood.provenance["seeds"] == [0, 1, 2] and "--record transmission_ood" in ood.provenance["command"]
-    assert all(records[n].origin == "transcribed" for n in mine - produced - {r.T_OOD})
+    known = records[r.T_OOD_KNOWN]  # the same study with every task known, one base model per seed
+    assert known.origin == "produced" and known.provenance["seeds"] == [0, 1, 2] and known.pt_replicates == 3
+    assert all(records[n].origin == "transcribed" for n in mine - produced - {r.T_OOD, r.T_OOD_KNOWN})
     seeds = {row.claim.id: row.seeds for row in rows}
     for cid in ("token-force.identification-ch1", "token-force.identification-ch1-ch2", "token-force.energy-mask-cost",
                 "token-force.cold-start"):
@@ -338,8 +340,9 @@ def test_registry_shape_on_the_real_records():
     trans = verdict["token-force.transmission-reset-gain"]
     # ρ_task < 0 at all three seeds on the one task the base model knows (longform)
     assert trans.verdict == "refuted" and "ρ_task < 0 at every seed" in trans.reason
-    assert "tasks longform;" in trans.ours and seeds["token-force.transmission-reset-gain"] == 3
-    assert "ident_a left out" in trans.reason and "ident_b left out" in trans.reason
+    assert "tasks ident_a, ident_b, longform;" in trans.ours and seeds["token-force.transmission-reset-gain"] == 3
+    # the default world, shown beside it: only longform known there
+    assert "ident_a left out" not in trans.ours and "(tasks longform;" in trans.reason
 
 
 # ------------------------------------------------------------------------------------ the loop and the graded world
