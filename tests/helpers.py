@@ -27,3 +27,18 @@ def batch(seed: int = 0, rows: int = 3) -> dict:
 def split(model):
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     return graphdef, params, rest
+
+
+def refused_line(argv: list[str], capsys, monkeypatch, tmp_path) -> tuple[int, str]:
+    """``cfka ARGV`` run in an empty ``tmp_path``: its exit code and the last line it wrote to stderr (a value the
+    parser itself refuses raises ``SystemExit``, caught here). The caller checks the code, the words and that
+    nothing was written (``tmp_path`` still empty)."""
+    from cfka_jax import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CFKA_TRACEBACK", raising=False)
+    try:
+        code = cli.main(argv)
+    except SystemExit as info:
+        code = info.code
+    return code, capsys.readouterr().err.strip().splitlines()[-1]

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from cfka_jax import cli
 from cfka_jax.experiments import geometry, geometry_record
 from cfka_jax.experiments import geometry_loop as gl
 from cfka_jax.experiments import geometry_transmission_ood as gto
+from tests.helpers import refused_line
 
 KNOWN = ["--ident-rule", "map", "--ident-classes", "3"]
 
@@ -108,13 +108,7 @@ def test_the_seed_file_key_of_the_default_world_is_unchanged(monkeypatch, tmp_pa
     (["loop", "--ident-classes", "7"], ["--ident-classes", "7", "smoke"]),
 ])
 def test_bad_values_exit_2_naming_the_option(argv, words, capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("CFKA_TRACEBACK", raising=False)
-    try:
-        code = cli.main(["geometry", *argv, "--out", "unused"])
-    except SystemExit as info:
-        code = info.code
-    last = capsys.readouterr().err.strip().splitlines()[-1]
+    code, last = refused_line(["geometry", *argv, "--out", "unused"], capsys, monkeypatch, tmp_path)
     assert code == 2 and "error" in last and "Traceback" not in last
     for word in words:
         assert word in last, (word, last)

@@ -12,10 +12,10 @@ import jax
 import numpy as np
 import pytest
 
-from cfka_jax import cli
 from cfka_jax.claims.results import load_records
 from cfka_jax.experiments import geometry
 from cfka_jax.experiments import geometry_loop as gl
+from tests.helpers import refused_line
 
 
 def test_options_parse_into_the_frozen_config():
@@ -36,13 +36,7 @@ def test_options_parse_into_the_frozen_config():
     (["--sft-lr", "0"], ["--sft-lr"]), (["--record", "../x"], ["--record"]),
 ])
 def test_bad_values_exit_2_naming_the_option(argv, words, capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("CFKA_TRACEBACK", raising=False)
-    try:
-        code = cli.main(["geometry", "loop", "--out", "unused", *argv])
-    except SystemExit as info:
-        code = info.code
-    last = capsys.readouterr().err.strip().splitlines()[-1]
+    code, last = refused_line(["geometry", "loop", "--out", "unused", *argv], capsys, monkeypatch, tmp_path)
     assert code == 2 and "error" in last and "Traceback" not in last
     for word in words:
         assert word in last, (word, last)
