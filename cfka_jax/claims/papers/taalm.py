@@ -39,8 +39,8 @@ LR_E90 = "taalm/lr_selection_small_e90"
 verdicts (a context record): does a budget of 10× the lr and 3× the epochs let K-Adapter learn?"""
 KADAPTERS = ("K-Adapter", "K-Adapter (dropout 0.1)", "TAALM + K-Adapter", "TAALM + K-Adapter (dropout 0.1)")
 PHI_SIZE = "taalm/phi_size_small"
-PHI_SIZE_CMD = ("python -m cfka_jax.experiments.taalm_phi_size --preset small --phi-widths 32 --seeds 0,1,2 (θ0, sets "
-                "and the same-size φ of cfka taalm --preset small --seed N)")
+PHI_SIZE_CMD = ("python -m cfka_jax.experiments.taalm_phi_size --preset small --phi-widths 32 [--phi-layers 1] --seeds "
+                "0,1,2 (θ0, sets and the same-size φ of cfka taalm --preset small --seed N)")
 LR_CMD = ("python -m cfka_jax.experiments.taalm_lr --preset small --lrs 1e-3,3e-3,1e-2,3e-2 --seeds 0,1,2 --methods "
           "\"Finetune,TAALM,K-Adapter,TAALM + K-Adapter,Oracle,RHO-1,Mix-review,RecAdam\" (θ0, sets and φ of cfka "
           "taalm --preset small --seed N)")
@@ -603,9 +603,11 @@ CLAIMS: tuple[PaperClaim, ...] = (
            "meta-learns token weights that serve the larger θ", "TAALM 0.4290 Top Acc with the 1.1B φ",
            _phi_other_size, (PHI_SIZE,), command=PHI_SIZE_CMD,
            explanation="docs/taalm.md, 'A φ of another size than θ0': synthetic LAMA-CKL, θ0 a 3-layer d = 64 "
-                       "port (0.27 M), φ's base a d = 32 port of the same depth (0.10 M) pre-trained on the same "
-                       "texts with θ0's tokenizer (the paper's ratio is 1.1B / 7B); the real θ/φ pair needs "
-                       "checkpoints and a GPU (cfka taalm --lama-ckl DIR --model θ --phi-model φ)."),
+                       "port (0.27 M), φ bases d = 32 with 3 layers (0.10 M) and 1 layer (0.07 M) pre-trained on the "
+                       "same texts with θ0's tokenizer (the paper's ratio is 1.1B / 7B); the 3-layer one serves θ0 as "
+                       "well as θ0's own-size φ, the 1-layer one less well (below it on every seed) but still far "
+                       "above Finetune; the real θ/φ pair needs checkpoints and a GPU (cfka taalm --lama-ckl DIR "
+                       "--model θ --phi-model φ)."),
     _claim("twiki-real", "TemporalWiki table, §8", "On the real TemporalWiki (TinyLlama-1.1B, Wikipedia diffs "
            "0910 → 1112), TAALM has the lowest changed and unchanged NLL", "TAALM row not in the reference release",
            _untested("needs the TemporalWiki diff sets and probes, a TinyLlama-1.1B-Chat checkpoint and a "
