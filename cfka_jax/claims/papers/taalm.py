@@ -351,12 +351,18 @@ def with_budget(rule):
     return judged
 
 
-def _test_split(rec: Record) -> Record:
-    """An lr-study record's test-split rows as a LAMA-CKL table (its fact counts from the rows)."""
-    rows = tuple(r for r in rec.rows if r.get("split") == "test")
+def _table(rec: Record, rows) -> Record:
+    """``rows`` of ``rec`` as a LAMA-CKL table for :func:`above`: the fact counts (one fact's resolution) from the
+    rows' own ``n_to_learn`` / ``n_not_to_forget``."""
+    rows = tuple(rows)
     regime = {**rec.regime, "n_to_learn": min(r["n_to_learn"] for r in rows),
               "n_not_to_forget": min(r["n_not_to_forget"] for r in rows)}
     return Record(rec.name, rec.origin, rec.provenance, regime, rows)
+
+
+def _test_split(rec: Record) -> Record:
+    """An lr-study record's test-split rows as a LAMA-CKL table."""
+    return _table(rec, (r for r in rec.rows if r.get("split") == "test"))
 
 
 def _plus_kadapter(records: Mapping[str, Record]) -> Judgement:
@@ -393,10 +399,7 @@ def _phi_other_size(records: Mapping[str, Record]) -> Judgement:
     sizes = sorted({r["phi"] for r in rec.rows if r.get("phi") not in (None, "same")})
     if not sizes:
         return not_tested(f"{PHI_SIZE} has no φ of another size")
-    rows = tuple(dict(r, method=f"TAALM (φ {r['phi']})") if r.get("phi") else dict(r) for r in rec.rows)
-    regime = {**rec.regime, "n_to_learn": min(r["n_to_learn"] for r in rows),
-              "n_not_to_forget": min(r["n_not_to_forget"] for r in rows)}
-    table = Record(rec.name, rec.origin, rec.provenance, regime, rows)
+    table = _table(rec, (dict(r, method=f"TAALM (φ {r['phi']})") if r.get("phi") else dict(r) for r in rec.rows))
     parts = [above(table, f"TAALM (φ {w})", "Finetune", m) for w in sizes for m in ("top_acc", "total")]
     same = [above(table, "TAALM (φ same)", f"TAALM (φ {w})", "top_acc") for w in sizes]
     words = {"holds": "the own-size φ above it", "partly": "the own-size φ above it on some seeds",

@@ -185,6 +185,19 @@ def overall(cmps: Sequence[Cmp], claim: str, note: str = "") -> Judgement:
                                        "the spread" + tail, ours)
 
 
+MIN_SEEDS = 3
+"""Seeds a verdict beyond ``partly`` (or ``not reproduced``) needs (:func:`capped`)."""
+
+
+def capped(j: Judgement, n_seeds: int, what: str = "seeds") -> Judgement:
+    """``holds`` → ``partly`` and ``refuted`` → ``not reproduced`` below :data:`MIN_SEEDS` seeds (``what`` names
+    the seeds counted, e.g. the graded ones)."""
+    if n_seeds >= MIN_SEEDS or j.verdict not in ("holds", "refuted"):
+        return j
+    weaker = "partly" if j.verdict == "holds" else "not reproduced"
+    return Judgement(weaker, f"{n_seeds} of the {MIN_SEEDS} {what} a verdict needs; " + j.reason, j.ours)
+
+
 def joined(records: Mapping[str, Record], names: Sequence[str]) -> Record:
     """The rows of the records ``names`` present in ``records`` as one record (the first one's name, origin and
     provenance, with the seeds every one of them holds): a study run as several commands read as one table."""
@@ -416,11 +429,8 @@ def _erosion_prediction_graded(records: Mapping[str, Record]) -> Judgement:
     if PRED in records:
         old = records[PRED].values("spearman", markers="canonical", target="dlog_pad", score="total", pooled=None)
         note += ("; not deciding it, the one-token world (no grading): " + " / ".join(f"{v:+.2f}" for v in old))
-    j = overall(cmps, "the pre-finetuning seq5 score ranks subjects by how much they erode", note)
-    if len(graded) < 3 and j.verdict in ("holds", "refuted"):
-        weaker = "partly" if j.verdict == "holds" else "not reproduced"
-        return Judgement(weaker, f"{len(graded)} graded seeds of the 3 a verdict needs; " + j.reason, j.ours)
-    return j
+    return capped(overall(cmps, "the pre-finetuning seq5 score ranks subjects by how much they erode", note),
+                  len(graded), "graded seeds")
 
 
 def _isolation(records: Mapping[str, Record]) -> Judgement:

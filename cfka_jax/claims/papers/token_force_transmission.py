@@ -27,8 +27,7 @@ from cfka_jax.claims.results import Record
 from cfka_jax.claims.verdicts import Judgement, gap, not_tested, paired
 from cfka_jax.claims.papers import token_force_rules as r
 
-MIN_SEEDS = 3
-"""Seeds a verdict beyond ``partly`` (or ``not reproduced``) needs."""
+MIN_SEEDS = r.MIN_SEEDS
 PAPER_RHO = 0.73
 """The paper's out-of-domain Spearman ρ (§7.5)."""
 
@@ -93,14 +92,6 @@ def left_out(ood: Record) -> str:
     return "; ".join(f"{t} left out (base accuracy / chance at seed: {', '.join(v)})" for t, v in bad.items())
 
 
-def _capped(j: Judgement, n_seeds: int) -> Judgement:
-    """``holds`` → ``partly`` and ``refuted`` → ``not reproduced`` below :data:`MIN_SEEDS` seeds."""
-    if n_seeds >= MIN_SEEDS or j.verdict not in ("holds", "refuted"):
-        return j
-    weaker = "partly" if j.verdict == "holds" else "not reproduced"
-    return Judgement(weaker, f"{n_seeds} of the {MIN_SEEDS} seeds a verdict needs; " + j.reason, j.ours)
-
-
 def _fmt(vals: Sequence[float]) -> str:
     return " / ".join(f"{v:+.2f}" for v in vals)
 
@@ -149,7 +140,7 @@ def transmission(records: Mapping[str, Record]) -> Judgement:
         j = Judgement("not reproduced", f"ρ_task {_fmt(norm)} at one seed: not the paper's sign; " + note, ours)
     else:
         j = Judgement("not reproduced", f"ρ_task changes sign across seeds ({_fmt(norm)}); " + note, ours)
-    return _capped(j, len(norm))
+    return r.capped(j, len(norm))
 
 
 def transmission_drop(records: Mapping[str, Record]) -> Judgement:
@@ -169,7 +160,7 @@ def transmission_drop(records: Mapping[str, Record]) -> Judgement:
     j = r.overall(cmps, "CPT lowers R / readout size on the out-of-domain task probes (ΔR > 0)",
                   f"raw R: ΔR {'; '.join(raw)}; in domain (bio) ΔR/size {indomain}"
                   + (f"; {left_out(ood)}" if left_out(ood) else ""))
-    return _capped(j, len(tasks))
+    return r.capped(j, len(tasks))
 
 
 def bio_losses(bio: Record, reset: str = "readout") -> tuple[int, dict[str, dict[int, float]]]:
@@ -245,7 +236,7 @@ def reset_gain(records: Mapping[str, Record]) -> Judgement:
           for x in ("none", *resets)}
     note = ("L0 before SFT at the last checkpoint: " + ", ".join(f"{k} {v}" for k, v in l0.items())
             + (f"; {left_out(ood)}" if left_out(ood) else "") + bio_note)
-    return _capped(r.overall(cmps, "a reset to the base weights lowers the post-SFT probe loss after CPT", note),
+    return r.capped(r.overall(cmps, "a reset to the base weights lowers the post-SFT probe loss after CPT", note),
                    len(tasks))
 
 
@@ -297,4 +288,4 @@ def loop(records: Mapping[str, Record]) -> Judgement:
                          for c in cmps)
         j = Judgement("not reproduced", f"{claim}: not in the paper's direction beyond the spread ({what}; {note})",
                       ours)
-    return _capped(j, len(seeds))
+    return r.capped(j, len(seeds))
