@@ -205,7 +205,8 @@ def budget_record(values: dict[str, list[float]], lr=3e-2):
     rows = [{"method": m, "lr": lr, "seed": s, "split": "test", "top_acc": x, "nf_acc": 0.95, "total": x + 0.9,
              "n_to_learn": 30, "n_not_to_forget": 33} for m, xs in values.items() for s, x in enumerate(xs)]
     rec = record(taalm.LR_E90, rows, range(3))
-    return Record(rec.name, rec.origin, rec.provenance, {"dose": "90 epochs of batch 16"}, rec.rows)
+    prov = dict(rec.provenance, config={"sweep": {"epochs": 90}})
+    return Record(rec.name, rec.origin, prov, {"dose": "90 epochs of batch 16"}, rec.rows)
 
 
 def test_plus_kadapter_is_decided_where_kadapter_alone_learns():
@@ -262,3 +263,17 @@ def test_a_phi_of_another_size_serves_theta_when_taalm_with_it_beats_finetune():
     assert "own-size φ against it" in j.reason
     none = record(taalm.PHI_SIZE, [r for r in rows if r["phi"] != "d32"], range(3))
     assert taalm._phi_other_size({taalm.PHI_SIZE: none}).verdict == "not tested"
+
+
+def test_sweep_epochs_reads_the_recorded_config_not_the_dose_text():
+    def rec(config):
+        prov = {"commit": "0" * 7, "command": "python -m x", "config": config, "seeds": [0], "pt_replicates": [],
+                "machine": "m", "date": "d", "wall_s": 1.0, "cpu_s": 1.0}
+        return Record(taalm.LR_SEL, "produced", prov, {"dose": "12 epochs of batch 16"},
+                      ({"method": "K-Adapter", "lr": 3e-3, "seed": 0, "split": "test", "top_acc": 0.0},))
+
+    seeds = {f"s{k}": {"ckl": {"epochs": 30}} for k in range(3)}
+    assert taalm.sweep_epochs(rec({"sweep": {"epochs": None}, **seeds})) == 30   # each seed's LAMA-CKL epochs
+    assert taalm.sweep_epochs(rec({"sweep": {"epochs": 90}, **seeds})) == 90     # the sweep's --epochs wins
+    with pytest.raises(ValueError, match="no single epochs"):
+        taalm.sweep_epochs(rec({"sweep": {}, "s0": {"ckl": {"epochs": 30}}, "s1": {"ckl": {"epochs": 5}}}))

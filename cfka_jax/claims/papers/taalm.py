@@ -317,6 +317,24 @@ KADAPTER_WHY = ("docs/taalm.md, 'K-Adapter with a budget': at the table's settin
                 "it 0.117–0.233, and the reference's dropout 0.9 still nothing.")
 
 
+def sweep_epochs(rec: Record) -> int:
+    """The epochs per run of a TAALM sweep record: the sweep's ``--epochs`` (``provenance.config.sweep.epochs``),
+    else the LAMA-CKL epochs every seed's config gives (``provenance.config.s<k>.ckl.epochs``).
+
+    Raises:
+      ValueError: neither is recorded, or the seeds' configs disagree.
+    """
+    config = rec.provenance.get("config", {})
+    epochs = config.get("sweep", {}).get("epochs")
+    if epochs is not None:
+        return int(epochs)
+    per_seed = {int(c["ckl"]["epochs"]) for k, c in config.items() if k != "sweep" and "ckl" in c}
+    if len(per_seed) != 1:
+        raise ValueError(f"record {rec.name}: provenance.config records no single epochs per run (sweep.epochs, or "
+                         f"s<k>.ckl.epochs: {sorted(per_seed)})")
+    return per_seed.pop()
+
+
 def kadapter_budget(records: Mapping[str, Record]) -> str:
     """What K-Adapter learns when given a budget: per K-Adapter method of the lr studies (:data:`LR_SEL`, 30
     epochs at each swept lr; :data:`LR_E90`, 90 epochs), the highest seeds' mean test Top Acc over the lrs and its
@@ -336,7 +354,7 @@ def kadapter_budget(records: Mapping[str, Record]) -> str:
             lr, best = max(by_lr.items(), key=lambda kv: (spread([r["top_acc"] for r in kv[1]]).mean, -kv[0]))
             top, nf = spread([r["top_acc"] for r in best]), spread([r["nf_acc"] for r in best])
             lrs = "/".join(f"{x:g}" for x in sorted(by_lr))
-            parts.append(f"{m} at {rec.regime.get('dose', '?').split(' epochs')[0]} epochs, lr {lrs}: best test Top "
+            parts.append(f"{m} at {sweep_epochs(rec)} epochs, lr {lrs}: best test Top "
                          f"Acc {top.mean:.3f} (lr {lr:g}, {top.n} seeds; NF {nf.mean:.3f})")
     return "budget: " + "; ".join(parts) if parts else ""
 
