@@ -35,6 +35,17 @@ N150X16 = (f"{REGIME} --sources 100 --preset names150x16 --pt-dir PT150 --out RE
            "--kinds stoc_j1,random,lamol")
 SCALE = "cfka stoc-scale --sizes small,w600 --bpe-vocab 1024 --seeds 0,1 --out runs/stoc-scale"
 SMALL = "cfka stoc-table --preset small --out runs/stoc-small"
+SMALL_S3 = (f"{REGIME} --preset small --pt-seeds 0,1 --pt-root runs/pt-small --seeds 0,1,2 --kinds stoc_j1,random,lamol "
+            "--out runs/regime-small-s3 --record cfka/stoc_small_s3")
+SMALL_F67 = (f"{STOC_REGIME} --preset small --update freeze --alpha 0.67 --pt-seeds 0,1 --pt-root runs/pt-small --seeds "
+             "0,1,2 --kinds stoc_j1,random,lamol --out runs/regime-small-f067-s3 --record cfka/stoc_small_freeze067_s3")
+SMALL_F90 = (f"{REGIME} --preset small --update freeze --alpha 0.9 --pt-seeds 0,1 --pt-root runs/pt-small --seeds 0,1,2 "
+             "--kinds stoc_j1,lamol --out runs/regime-small-f09-s3 --record cfka/stoc_small_freeze09_s3")
+BIO_REAL = ("cfka bio-table --preset small --cells replay-all-full --pt-seeds 0,1 --seeds 0,1,2 --pt-root runs/pt-small "
+            "--out runs/bio-small-real --record cfka/biography_small_real")
+FREEZE150 = (f"{STOC_REGIME} --preset names150 --arch pythia --bpe-vocab 1024 --update freeze --alpha 0.67 --pt-seeds 0,1 "
+             "--pt-root runs/pt150-pythia --seeds 0,1,2 --sources 100 --kinds stoc_j1,random,lamol "
+             "--out runs/regime150-freeze-s3 --record cfka/stoc_freeze150_s3")
 STREAM = ("python -m cfka_jax.experiments.stream_sweep run --root runs/streams-s3 --pt-root runs/bio-s3 --pt-seeds 0,1 "
           "--preset small --seeds 0,1,2 --configs ewc-rewarm,naive-rewarm,replay25-rewarm,replay10-norewarm,"
           "naive-norewarm --record cfka/streams_small")
@@ -78,10 +89,11 @@ def _industry(records) -> Judgement:
 
 
 def _claim(id, section, statement, paper_value, command, records, rule, explanation, *,
-           paper_regime=f"{PAPER_SYN}, α = 0.5, full update", headline=False, accelerator="") -> PaperClaim:
+           paper_regime=f"{PAPER_SYN}, α = 0.5, full update", headline=False, accelerator="",
+           context=()) -> PaperClaim:
     return PaperClaim(id=f"cfka.{id}", paper="cfka", section=section, statement=statement, paper_value=paper_value,
                       paper_regime=paper_regime, command=command, records=records, rule=rule, headline=headline,
-                      explanation=explanation, accelerator=accelerator)
+                      explanation=explanation, accelerator=accelerator, context=context)
 
 
 CLAIMS: tuple[PaperClaim, ...] = (
@@ -97,8 +109,8 @@ CLAIMS: tuple[PaperClaim, ...] = (
                     "2.7× what naive keeps (21.4–21.6), so the paper's Random collapse is absent here."),
     _claim("stoc-vs-lamol", "§9 synthetic table; §1 (STOC beats LAMOL by 1–4 points on IndustryCorpus2)",
            "STOC keeps far more old knowledge than LAMOL (generative replay from EOS) at α = 0.5",
-           PAPER_TABLE, f"{SCALE}; {N600}; {N150S3}; {N150}; {N150X16}; {SMALL}",
-           (r.SCALE, r.R600, r.R150, r.R150S3, r.R150X16, r.SMALL), r.stoc_vs_lamol,
+           PAPER_TABLE, f"{SCALE}; {N600}; {N150S3}; {N150}; {N150X16}; {SMALL_S3}",
+           (r.SCALE, r.R600, r.R150, r.R150S3, r.R150X16, r.SMALL_S3), r.stoc_vs_lamol,
            "Two regimes disagree (docs/stoc.md): with default name pools at 600 people LAMOL's one EOS prompt "
            "reaches half the old people (its corpus names 49 % of them, voices 29 % of their facts) and STOC leads "
            "by 8.7; with the paper's shared names LAMOL's corpus reaches 91–94 % and LAMOL keeps at least as much "
@@ -106,17 +118,19 @@ CLAIMS: tuple[PaperClaim, ...] = (
     _claim("lamol-vs-random", "§9 synthetic table (α 0.5 full; α 0.67 freeze)",
            "LAMOL and Random keep about the same, little, old knowledge (both far below STOC)",
            "Original sFTA LAMOL 19.90 vs Random 17.68 (full, α 0.5); 21.69 vs 21.02 (freeze, α 0.67)",
-           f"{SMALL}; {SCALE}; {N150S3}; {N150}; {N600}", (r.SMALL, r.SCALE, r.R150, r.R150S3, r.R600),
+           f"{SMALL_S3}; {SCALE}; {N150S3}; {N150}; {N600}", (r.SMALL_S3, r.SCALE, r.R150, r.R150S3, r.R600),
            r.lamol_vs_random,
-           "'≈' is held to the paper's own LAMOL − Random difference (2.2, +0.1 rounding). It holds in the small "
-           "worlds; at 600 people LAMOL and Random separate either way (shared names: LAMOL above; default pools: "
-           "LAMOL below, its single prompt covers half the world). Neither collapses: both keep 2–3× naive."),
+           "'≈' is held to the paper's own LAMOL − Random difference (2.2, +0.1 rounding). It holds in the small BPE "
+           "world and at names150 1×; in the small word-level world LAMOL is 1.9 above Random on average over 2 PT "
+           "models × 3 seeds, one pair 2.7; at 600 people LAMOL and Random separate either way (shared names: LAMOL "
+           "above; default pools: LAMOL below, its single prompt covers half the world). Neither collapses: both keep "
+           "2–3× naive."),
     _claim("naive-forgets", "§1, §2.4 (forgetting under CPT); §7 Naive baseline",
            "Naive CPT on the new facts erases most of the old (PT) factual knowledge: catastrophic forgetting",
            "no synthetic Naive row in the spec's §9; KnowEdit Naive keeps the least Original fluency on ZsRE (34.58)",
            f"cfka pt --preset P --out PT; {REGIME} --preset P --pt-dir PT --out REG --kinds '' (P = small, names150, "
-           f"names150x16, names600); {SCALE}; {N150S3}",
-           (r.PTS, r.SMALL, r.SCALE, r.R150, r.R150S3, r.R150X16, r.R600), r.naive_forgets,
+           f"names150x16, names600); {SCALE}; {N150S3}; {SMALL_S3}",
+           (r.PTS, r.SMALL_S3, r.SCALE, r.R150, r.R150S3, r.R150X16, r.R600), r.naive_forgets,
            "Reproduced in every world and PT replicate; the small port forgets faster than the paper's Pythia-160M "
            "(0.5 M parameters, ≈ 150–600 people)."),
     _claim("replay-vs-naive", "§2.7 Replay corollary; §5 (data replay stabilises pretrained knowledge)",
@@ -128,12 +142,14 @@ CLAIMS: tuple[PaperClaim, ...] = (
     _claim("real-replay-top", "§7 Real replay 'all' / 'half' (upper bounds that need old data)",
            "Replaying the real old data is an upper bound that generative replay approaches from below",
            "reference code: real replay is the 'cheating' upper bound",
-           f"{SCALE}; {STREAM}; {STREAM_2SEED} --configs replay25-rewarm,stoc25-rewarm,random25-rewarm,lamol25-rewarm",
-           (r.SCALE, r.STREAMS, r.STREAMS_2SEED),
+           f"{SCALE}; {BIO_REAL}; {SMALL_S3}; context: {STREAM_2SEED} --configs replay25-rewarm,stoc25-rewarm,"
+           "random25-rewarm,lamol25-rewarm", (r.SCALE, r.BIO_REAL, r.SMALL_S3),
            r.real_replay_top,
-           "Judged where both sides have two seeds: the small BPE world, and the 3-stage stream's generative streams "
-           "in the transcribed two-seed table on one PT model (cfka/streams_small_2seed; not re-run at 2 PT models × "
-           "3 seeds); one-seed cells agree (small: 66.7 vs 53.6–55.5; w600: 73.3 vs 47.4–56.1)."),
+           "Judged at α 0.5 where both sides have several seeds: the small word-level world run by run (real replay "
+           "'all' of cfka/biography_small_real against each generative kind on the same 2 PT models × 3 seeds) and the "
+           "small BPE world (two seeds); the 3-stage stream's generative streams exist only in the transcribed "
+           "two-seed table on one PT model (cfka/streams_small_2seed), shown as context; the w600 one-seed cells agree "
+           "(73.3 vs 47.4–56.1).", context=(r.STREAMS_2SEED,)),
     _claim("all-vs-half", "§7, §9 'all > half replay'",
            "Replaying one biography of every old person ('all') beats two biographies of half of them ('half')",
            "all > half (no numbers in the spec)", BIO, (r.BIO,), r.all_vs_half,
@@ -160,31 +176,36 @@ CLAIMS: tuple[PaperClaim, ...] = (
                        "--pt-root runs/pt600 --out runs/regime600x4-s3 --seeds 0,1,2 --kinds stoc_j1,random,lamol "
                        "--naive --record cfka/stoc_names600x4 (2 PT × 4 cells × 3 seeds: ≈ 18 h on 2 CPU cores)"),
     _claim("stoc-vs-random-default-pools", "§9 synthetic table, worlds without the paper's name sharing",
-           "STOC replay retains far more of the old knowledge than Random replay", PAPER_TABLE, f"{SMALL}; {SCALE}",
-           (r.SMALL, r.SCALE), r.stoc_vs_random_default,
-           "Apart by the range rule in all three worlds, by 0.9–2.0 points; the corpora voice the same share of "
-           "old facts (85 % of old people named by both at w600)."),
+           "STOC replay retains far more of the old knowledge than Random replay", PAPER_TABLE, f"{SMALL_S3}; {SCALE}",
+           (r.SMALL_S3, r.SCALE), r.stoc_vs_random_default,
+           "Apart in all three worlds, by 0.8–1.9 points (the small word-level world run by run on 2 PT models × 3 "
+           "seeds, the BPE worlds by the range rule); the corpora voice the same share of old facts (85 % of old "
+           "people named by both at w600)."),
     _claim("stoc-freeze", "§9 synthetic table (freeze rows)",
            "With the first layers frozen, STOC still keeps far more old knowledge than Random and LAMOL",
            "α 0.67 freeze: STOC 53.80, LAMOL 21.69, Random 21.02; α 0.9 freeze: STOC 40.54, LAMOL 18.88",
-           f"{SMALL}; {STOC_REGIME} --preset names150 --arch pythia --bpe-vocab 1024 --update freeze --alpha 0.67 "
-           "--pt-seeds 0 --pt-root runs/pt150-pythia --seeds 0,1,2 --sources 100 --kinds stoc_j1,random,lamol "
-           "--out runs/regime150-freeze-s3 --record cfka/stoc_freeze150_s3", (r.SMALL, r.FREEZE150), r.stoc_freeze,
-           "The small preset's freeze cells are one run each, judged against the seed range of its full-update "
-           "cells (1.3); the names150 Pythia + BPE freeze cells (its BPE shares name pieces as the paper's does) run "
-           "on three CPT seeds of one PT model and are compared run by run.",
+           f"{SMALL_F67}; {SMALL_F90}; {FREEZE150}", (r.SMALL_F67, r.SMALL_F90, r.FREEZE150), r.stoc_freeze,
+           "Run by run on 2 PT models × 3 CPT seeds in both worlds: the small word-level world at α 0.67 (STOC − "
+           "Random −0.4, STOC − LAMOL −0.1) and at α 0.9 against LAMOL (the paper's α 0.9 row has no Random), and "
+           "names150 on the Pythia port with a 1,024-entry BPE tokenizer at α 0.67 (its BPE shares name pieces as "
+           "the paper's does; −0.0 and −0.1): with frozen layers the kinds keep the same old facts, as they do "
+           "with the full update (docs/stoc.md).",
            paper_regime=f"{PAPER_SYN}; Pythia: first 6 of 12 layers and the input embedding frozen"),
     _claim("full-vs-freeze", "§7 Freeze, §9 'full FT ≈ freeze'", "Full fine-tuning and freezing perform similarly",
            "STOC full α 0.5 51.54 / 90.47 vs freeze α 0.67 53.80 / 92.04 (Original / Continual sFTA)",
-           f"{SMALL}; {BIO}; {BIO_BPE}", (r.SMALL, r.BIO, r.BIO_BPE), r.full_vs_freeze,
-           "Old facts alike (freeze − full +0.3 on average over 12 cells); new facts not: freeze learns 33–44 "
-           "points fewer in every cell, because with the word-level tokenizer the new people's names are new "
-           "embedding rows, frozen at their initialisation, and the tied head is frozen with them "
+           f"{SMALL_S3}; {SMALL_F67}; {BIO}; {BIO_BPE}; context: {SMALL}",
+           (r.SMALL_S3, r.SMALL_F67, r.BIO, r.BIO_BPE),
+           r.full_vs_freeze,
+           "The paper's comparison (each kind at α 0.67 frozen against α 0.5 full, 2 PT models × 3 seeds): old "
+           "facts alike on average (freeze − full −1.5 … +0.7 per kind, single pairs up to 6.3 apart); new facts "
+           "not: freeze learns 27–30 points fewer (21–37 per pair), because with the word-level tokenizer the new "
+           "people's names are new embedding rows, frozen at their initialisation, and the tied head is frozen with "
+           "them "
            "(docs/biography.md). On the Pythia port with a 1,024-token BPE tokenizer (new names share pieces, the "
            "head is untied) the gap in new facts shrinks to about 40 % of it and freeze keeps 3 points more old "
            "facts (cfka/biography_small_bpe, 2 PT models × 3 seeds): the tokenizer explains most of the word-level "
            "gap, not all of it.",
-           paper_regime=f"{PAPER_SYN}; freeze = input embedding + first 6 of 12 layers"),
+           paper_regime=f"{PAPER_SYN}; freeze = input embedding + first 6 of 12 layers", context=(r.SMALL,)),
     _claim("lora-worst-low-alpha", "§4.6 LoRA, §9 'LoRA worst at low α'", "LoRA (rank 128) is the worst method at "
            "low α", "no numbers in the spec", f"{N150S3}; {LORA150}; {BIO}; {BIO_LORA_LR}",
            (r.LORA150, r.R150S3, r.BIO, r.BIO_LORA_LR), r.lora_worst,
@@ -223,12 +244,14 @@ CLAIMS: tuple[PaperClaim, ...] = (
            f"{N600}; {N150S3}", (r.R600, r.R150S3), r.stoc_uptake,
            "Within the paper's own spread at 600 people; at names150 a seed of Random's learns 3.5 less."),
     _claim("replay-10pct-lm", "§2.7 Replay corollary, on the LMs", "About 10 % replay (α = 0.9) already preserves "
-           "old facts", "α 0.9 freeze: STOC 40.54 (LAMOL 18.88)", f"{SMALL}; {STREAM}", (r.SMALL, r.STREAMS, r.PTS),
+           "old facts", "α 0.9 freeze: STOC 40.54 (LAMOL 18.88)", f"{SMALL_F90}; {STREAM}", (r.SMALL_F90, r.STREAMS),
            r.replay_10pct,
-           "Generative replay at 10 % keeps 65 % of PT at the small preset (one seed per kind); over a 3-stage "
-           "stream without re-warming 10 % real replay keeps 42–49 % of its PT model, 11.7–15.6 points above naive "
-           "in every pair (2 PT models × 3 seeds, docs/streams.md). The theory-model row is cfka_theory's.",
-           paper_regime=f"{PAPER_SYN}, α = 0.9"),
+           "The paper's row, α 0.9 with the first layers frozen: STOC and LAMOL keep 54–65 % of their PT model's "
+           "Original sFTA, about 20 points above naive under the same freeze in every pair (small world, 2 PT models "
+           "× 3 seeds, docs/stoc.md); over a 3-stage stream without re-warming (full update) 10 % real replay keeps "
+           "42–49 % of its PT model, 11.7–15.6 points above naive in every pair (docs/streams.md). The theory-model "
+           "row is cfka_theory's.",
+           paper_regime=f"{PAPER_SYN}, α = 0.9, freeze"),
     _claim("knowedit", "§9 KnowEdit table", "On KnowEdit, STOC keeps more original knowledge than Naive and LAMOL "
            "at about the same new-knowledge fluency", "Original fluency ZsRE / WikiBio / Recent: Naive 34.58 / 32.33 "
            "/ 19.28, LAMOL 37.54 / 31.29 / 20.48, STOC α 0.5 37.12 / 35.57 / 21.40", "", (), _knowedit,

@@ -30,6 +30,19 @@ SMALL, SCALE, INTERF = "cfka/stoc_small", "cfka/stoc_scale", "cfka/stoc_interfer
 PTS, BIO, STREAMS = "cfka/pt_models", "cfka/biography_small", "cfka/streams_small"
 BIO_BPE = "cfka/biography_small_bpe"
 R150S3 = "cfka/stoc_names150_s3"
+SMALL_S3 = "cfka/stoc_small_s3"
+"""The small preset (default name pools, word-level Qwen port) at α 0.5, full update: STOC, Random, LAMOL and naive
+on PT replicates s0, s1 × CPT seeds 0–2 (produced; rows pair on (pt, seed)). The transcribed :data:`SMALL` (one PT
+model) keeps the α × update grid and the ablations, shown as context."""
+BIO_REAL = "cfka/biography_small_real"
+"""Real replay 'all' (α 0.5, full) of the Biography table on :data:`SMALL_S3`'s PT models and CPT seeds (``cfka
+bio-table --pt-root``; the shared PT models are checked by :func:`joined` through ``regime.pt_quality``)."""
+SMALL_F67 = "cfka/stoc_small_freeze067_s3"
+""":data:`SMALL_S3`'s PT models and seeds at α 0.67 with the input embedding (tied head) and block 0 frozen: STOC,
+Random and LAMOL (the paper's freeze row)."""
+SMALL_F90 = "cfka/stoc_small_freeze09_s3"
+"""The same at α 0.9 (10 % replay): STOC and LAMOL (the paper's α 0.9 freeze row has no Random) and naive CPT under
+the same freeze."""
 LORA150 = "cfka/stoc_lora150_s3"
 FREEZE150 = "cfka/stoc_freeze150_s3"
 """names150 1× on the Pythia port with a 1,024-entry BPE tokenizer, input embedding and first block frozen, α 0.67:
@@ -51,6 +64,10 @@ GAP_RANDOM = 33.8
 """The paper's STOC − Random Original sFTA (51.54 − 17.68, Pythia-160M, α 0.5, full)."""
 GAP_LAMOL = 31.6
 """The paper's STOC − LAMOL Original sFTA (51.54 − 19.90)."""
+GAP_F67_RANDOM, GAP_F67_LAMOL = 32.8, 32.1
+"""The paper's α 0.67 freeze gaps: STOC 53.80 − Random 21.02, − LAMOL 21.69."""
+GAP_F90_LAMOL = 21.7
+"""The paper's α 0.9 freeze gap STOC 40.54 − LAMOL 18.88 (its α 0.9 row has no Random)."""
 GAP_EM = 26.7
 """The paper's STOC − Random Original EM (29.84 − 3.14)."""
 GAP_EM_LAMOL = 23.9
@@ -168,7 +185,7 @@ def stoc_vs_lamol(records) -> Judgement:
     """Both regimes: the shared-names worlds (LAMOL at or above STOC) and the default-pool 600-person world."""
     claim, r600, r150, r16 = "STOC above LAMOL", records[R600], records[R150], records[R150X16]
     r150s3 = records[R150S3]
-    sc, sm = records[SCALE], records[SMALL]
+    sc, sm = records[SCALE], records[SMALL_S3]
     s, l = {"kind": "stoc"}, {"kind": "lamol"}
     return regimes(claim, [
         part("w600 default pools (BPE)", gap_of(sc, "original_sfta", s, l, world="w600-bpe1024"), claim, GAP_LAMOL),
@@ -179,15 +196,15 @@ def stoc_vs_lamol(records) -> Judgement:
         part("names150 4×", gap_of(r150, "original_sfta", s, l, dose=4, seed=LOHI), claim, GAP_LAMOL),
         part("names150 16× PT C", pairs(r16, "original_sfta", s, l, pt="C"), claim, GAP_LAMOL),
         part("small BPE", gap_of(sc, "original_sfta", s, l, world="small-bpe1024"), claim, GAP_LAMOL),
-        part("small word-level", pairs(sm, "original_sfta", s, l, alpha=0.5, update="full"), claim, GAP_LAMOL)])
+        part("small word-level", pairs(sm, "original_sfta", s, l), claim, GAP_LAMOL)])
 
 
 def lamol_vs_random(records) -> Judgement:
     claim, r600, r150, sc, sm = ("LAMOL ≈ Random", records[R600], records[R150], records[SCALE],
-                                 records[SMALL])
+                                 records[SMALL_S3])
     r150s3 = records[R150S3]
     l, r = {"kind": "lamol"}, {"kind": "random"}
-    parts = [("small word-level", pairs(sm, "original_sfta", l, r, alpha=0.5, update="full")),
+    parts = [("small word-level", pairs(sm, "original_sfta", l, r)),
              ("small BPE", gap_of(sc, "original_sfta", l, r, world="small-bpe1024")),
              ("names150 1×", pairs(r150s3, "original_sfta", l, r)),
              ("names150 4×", gap_of(r150, "original_sfta", l, r, dose=4, seed=LOHI)),
@@ -236,30 +253,26 @@ def stoc_vs_random_names600x4(records) -> Judgement:
 
 
 def stoc_vs_random_default(records) -> Judgement:
-    sm, sc = records[SMALL], records[SCALE]
+    sm, sc = records[SMALL_S3], records[SCALE]
     s, x = {"kind": "stoc"}, {"kind": "random"}
     return regimes("STOC above Random with default name pools", [
-        _stoc_random("small word-level", pairs(sm, "original_sfta", s, x, alpha=0.5, update="full")),
+        _stoc_random("small word-level", pairs(sm, "original_sfta", s, x)),
         _stoc_random("small BPE", gap_of(sc, "original_sfta", s, x, world="small-bpe1024")),
         _stoc_random("w600 BPE", gap_of(sc, "original_sfta", s, x, world="w600-bpe1024"))])
 
 
 def stoc_freeze(records) -> Judgement:
-    """The small preset's freeze cells (one run each) against the seed range of its full-update cells; the names150
-    Pythia + BPE freeze cells run by run over three CPT seeds (:data:`FREEZE150`)."""
-    sm, fr = records[SMALL], records[FREEZE150]
-    floor_small = seed_range(sm, "original_sfta", ("stoc", "random", "lamol"), alpha=0.5, update="full")
+    """STOC against Random and LAMOL with frozen layers, run by run on (PT model, seed): the small world at α 0.67
+    and α 0.9 (:data:`SMALL_F67`, :data:`SMALL_F90`, 2 PT models × 3 seeds; at α 0.9 against LAMOL only, the paper's
+    row) and names150 on the Pythia port with a BPE tokenizer at α 0.67 (:data:`FREEZE150`)."""
     out = []
-    for label, where in (("small α 0.67", {"alpha": 0.67, "update": "freeze"}),
-                         ("small α 0.9", {"alpha": 0.9, "update": "freeze"})):
-        stoc = sm.values("original_sfta", kind="stoc", **where)[0]
-        for other in ("random", "lamol"):
-            diff = stoc - sm.values("original_sfta", kind=other, **where)[0]
-            j = against_floor(f"STOC above {other}", diff, floor_small)
-            out.append(Part(f"{label} vs {other}", j, j.ours))
-    for other, size in (("random", GAP_RANDOM), ("lamol", GAP_LAMOL)):
-        out.append(part(f"names150 Pythia BPE α 0.67 vs {other}",
-                        pairs(fr, "original_sfta", {"kind": "stoc"}, {"kind": other}), f"STOC above {other}", size))
+    for label, name, against in (("small α 0.67", SMALL_F67, (("random", GAP_F67_RANDOM), ("lamol", GAP_F67_LAMOL))),
+                                 ("small α 0.9", SMALL_F90, (("lamol", GAP_F90_LAMOL),)),
+                                 ("names150 Pythia BPE α 0.67", FREEZE150,
+                                  (("random", GAP_F67_RANDOM), ("lamol", GAP_F67_LAMOL)))):
+        for other, size in against:
+            out.append(part(f"{label} vs {other}", pairs(records[name], "original_sfta", {"kind": "stoc"},
+                                                         {"kind": other}), f"STOC above {other}", size))
     return regimes("STOC above Random and LAMOL with frozen layers", out)
 
 
@@ -288,7 +301,7 @@ def stoc_uptake(records) -> Judgement:
 
 # ------------------------------------------------------------------------------------------------ forgetting, replay
 
-NAIVE_WORLDS = ((SMALL, "small", None), (SCALE, "small-bpe1024", {"world": "small-bpe1024"}),
+NAIVE_WORLDS = ((SMALL_S3, "small", None), (SCALE, "small-bpe1024", {"world": "small-bpe1024"}),
                 (SCALE, "w600-bpe1024", {"world": "w600-bpe1024"}), (R150S3, "names150", None),
                 (R150, "names150", {"dose": 4}), (R150X16, "names150", None), (R600, "names600", None))
 """(record, world of cfka/pt_models, selection) of every naive CPT run at the preset's dose or above."""
@@ -364,20 +377,26 @@ def stream_pt_share(st: Record, stream: str) -> Spread:
 
 
 def real_replay_top(records) -> Judgement:
-    """Real old-data replay above every generative kind, in the regimes where both have two seeds: the stream run
-    by run on (PT model, seed) where the produced stream record holds the generative stream, else the transcribed
-    two-seed table (one PT model, unpaired)."""
-    sc, st, old = records[SCALE], records[STREAMS], records[STREAMS_2SEED]
-    rp = {"stream": "replay25-rewarm"}
-    out = [part(f"small BPE vs {k}", gap_of(sc, "original_sfta", {"kind": "real_all"}, {"kind": k},
-                                            world="small-bpe1024"), f"real replay above {k}")
-           for k in ("stoc", "random", "lamol")]
+    """Real old-data replay above every generative kind at α 0.5: in the small word-level world run by run on (PT
+    model, seed) (real replay 'all' of :data:`BIO_REAL` against :data:`SMALL_S3`'s kinds, the same PT models) and in the
+    small BPE world (two seeds, unpaired). The 3-stage stream's generative streams, which only the transcribed
+    two-seed table on one PT model holds (:data:`STREAMS_2SEED`, context), are shown after the verdict."""
+    sc, bio, sm = records[SCALE], records[BIO_REAL], records[SMALL_S3]
+    rows = joined(sm, bio, {}, {})
+    out = []
     for k in ("stoc", "random", "lamol"):
-        gen = {"stream": f"{k}25-rewarm"}
-        rec = st if st.select(**gen) else old
-        label = f"stream vs {k}" + ("" if rec is st else " (2 seeds, one PT model)")
-        out.append(part(label, stream_cmp(rec, "final_original", rp, gen), f"real replay above {k}"))
-    return regimes("real replay above generative replay", out)
+        out.append(part(f"small word-level vs {k}", paired(rows, "original_sfta", {"kind": "real_all"}, {"kind": k}),
+                        f"real replay above {k}"))
+        out.append(part(f"small BPE vs {k}", gap_of(sc, "original_sfta", {"kind": "real_all"}, {"kind": k},
+                                                    world="small-bpe1024"), f"real replay above {k}"))
+    j = regimes("real replay above generative replay", out)
+    if STREAMS_2SEED not in records:
+        return j
+    old, rp = records[STREAMS_2SEED], {"stream": "replay25-rewarm"}
+    stream = [f"{k} {brief(stream_cmp(old, 'final_original', rp, {'stream': f'{k}25-rewarm'}))}"
+              for k in ("stoc", "random", "lamol")]
+    return Judgement(j.verdict, f"{j.reason}. Context (3-stage stream, transcribed, 2 seeds on one PT model, real "
+                                f"25 % replay − generative): {'; '.join(stream)}", j.ours)
 
 
 def all_vs_half(records) -> Judgement:
@@ -393,46 +412,61 @@ def all_vs_half(records) -> Judgement:
 
 
 
-def replay_10pct(records) -> Judgement:
-    """α = 0.9 (10 % replay) against naive: above it beyond the spread and keeping at least half of PT; in the
-    3-stage stream (no re-warming) run by run on (PT model, seed), the share kept of the run's own PT model."""
-    sm, st, pts = records[SMALL], records[STREAMS], records[PTS]
-    pt = pts.values("original_sfta", world="small", pt="small")[0]
-    g = gap(sm.values("original_sfta", alpha=0.9, update="full"), sm.values("original_sfta", kind="naive"))
-    j = ordered(g, claim="10 % generative replay (STOC, Random, LAMOL; one seed each) above naive")
-    keep = g.a.lo / pt
-    if j.verdict == "holds" and keep < 0.5:
-        j = Judgement("partly", f"{j.reason}, but it keeps {100 * keep:.0f} % (< half) of PT's {pt}", j.ours)
-    elif j.verdict == "holds":
-        j = Judgement("holds", f"{j.reason}; keeps ≥ {100 * keep:.0f} % of PT's {pt}", j.ours)
-    sg = stream_cmp(st, "final_original", {"stream": "replay10-norewarm"}, {"stream": "naive-norewarm"})
-    stream = ordered(sg, claim="10 % real replay above naive (stream, no re-warm)")
-    share = stream_pt_share(st, "replay10-norewarm")
+def _held_to_half(j: Judgement, share: Spread) -> tuple[Judgement, str]:
+    """An "above naive" judgement held to keeping at least half of the PT model: ``holds`` becomes ``partly`` when a
+    run keeps less; the share kept, for the reason."""
     kept = f"keeps {100 * share.lo:.0f}–{100 * share.hi:.0f} % of its PT model's Original sFTA"
-    if stream.verdict == "holds" and share.lo < 0.5:
-        stream = Judgement("partly", f"{stream.reason}, but it {kept} (< half)", stream.ours)
-    elif stream.verdict == "holds":
-        stream = Judgement("holds", f"{stream.reason}; {kept}", stream.ours)
-    return regimes("10 % replay preserves old facts",
-                   [Part("small α 0.9", j, brief(g)), Part("3-stage stream", stream, f"{brief(sg)}, {kept}")])
+    if j.verdict == "holds" and share.lo < 0.5:
+        return Judgement("partly", f"{j.reason}, but it {kept} (< half)", j.ours), kept
+    if j.verdict == "holds":
+        return Judgement("holds", f"{j.reason}; {kept}", j.ours), kept
+    return j, kept
+
+
+def replay_10pct(records) -> Judgement:
+    """α = 0.9 (10 % replay) with frozen layers, the paper's row, against naive CPT under the same freeze, run by run
+    on (PT model, seed) per kind (:data:`SMALL_F90`): above naive beyond the spread and keeping at least half of
+    each run's own PT model; in the 3-stage stream (no re-warming, full update) the same for 10 % real replay."""
+    f9, st = records[SMALL_F90], records[STREAMS]
+    out = []
+    for kind in ("stoc", "lamol"):
+        g = pairs(f9, "original_sfta", {"kind": kind}, {"kind": "naive"})
+        share = spread([r["original_sfta"] / _quality(f9, r["pt"])["original_sfta"]
+                        for r in f9.select(kind=kind) if isinstance(r.get("seed"), int)])
+        j, kept = _held_to_half(ordered(g, claim=f"10 % {kind} replay above naive (both frozen)"), share)
+        out.append(Part(f"small α 0.9 freeze, {kind}", j, f"{brief(g)}, {kept}"))
+    sg = stream_cmp(st, "final_original", {"stream": "replay10-norewarm"}, {"stream": "naive-norewarm"})
+    stream, kept = _held_to_half(ordered(sg, claim="10 % real replay above naive (stream, no re-warm)"),
+                                 stream_pt_share(st, "replay10-norewarm"))
+    return regimes("10 % replay preserves old facts", out + [Part("3-stage stream", stream, f"{brief(sg)}, {kept}")])
 
 
 # ------------------------------------------------------------------------------------------------ update modes, EWC
 
 def full_vs_freeze(records) -> Judgement:
-    """Freeze − full run by run: the small world's α × kind cells, the naive cell on the word-level tokenizer and on
-    a BPE one (where new names share pieces with old ones, as in the paper's Pythia)."""
-    sm, bio = records[SMALL], records[BIO]
-    by = ("alpha", "kind")
+    """Freeze − full run by run (same PT model and seed): the paper's comparison — each replay kind at α 0.67 with
+    frozen layers against the same kind at α 0.5 with the full update — in the small world (:data:`SMALL_F67`
+    against :data:`SMALL_S3`), and the naive cell on the word-level tokenizer and on a BPE one (where new names share
+    pieces with old ones, as in the paper's Pythia). The transcribed one-seed α × kind grid (:data:`SMALL`, context)
+    is shown after the verdict."""
+    rows = joined(records[SMALL_F67], records[SMALL_S3], {"update": "freeze"}, {"update": "full"})
     out = []
     for metric in ("continual_sfta", "original_sfta"):
-        g = pairs(sm, metric, {"update": "freeze"}, {"update": "full"}, by=by)
-        out.append(Part(f"small, 12 α × kind cells, {metric}", similar(f"freeze ≈ full ({metric})", g), brief(g)))
-    for label, rec in (("small naive", bio), ("small naive, Pythia + BPE", records[BIO_BPE])):
+        for kind in ("stoc", "random", "lamol"):
+            g = paired(rows, metric, {"update": "freeze", "kind": kind}, {"update": "full", "kind": kind})
+            out.append(Part(f"small {kind}, freeze α 0.67 − full α 0.5, {metric}",
+                            similar(f"freeze ≈ full ({metric})", g), brief(g)))
+    for label, rec in (("small naive", records[BIO]), ("small naive, Pythia + BPE", records[BIO_BPE])):
         for metric in ("continual_sfta", "original_sfta"):
             g = pairs(rec, metric, {"update": "freeze"}, {"update": "full"}, kind="naive")
             out.append(Part(f"{label}, {metric}", similar(f"freeze ≈ full ({metric})", g), brief(g)))
-    return regimes("full update ≈ freeze", out)
+    j = regimes("full update ≈ freeze", out)
+    if SMALL not in records:
+        return j
+    grid = [f"{m} {brief(pairs(records[SMALL], m, {'update': 'freeze'}, {'update': 'full'}, by=('alpha', 'kind')))}"
+            for m in ("continual_sfta", "original_sfta")]
+    return Judgement(j.verdict, f"{j.reason}. Context (transcribed, one PT model, one seed: freeze − full at the same "
+                                f"α, 12 α × kind cells): {'; '.join(grid)}", j.ours)
 
 
 def bio_lora_rows(bio: Record, lr: Record) -> list[dict]:
@@ -482,22 +516,36 @@ def bio_lora_lr(bio: Record, lr: Record) -> tuple[list[Part], str]:
     return out, said
 
 
-def update_rows(other: Record, full: Record, update: str) -> list[dict]:
-    """``other``'s runs (tagged ``update``) and ``full``'s full-update runs of the same PT models, one row per run,
-    for pairing on (pt, seed).
+def _quality(rec: Record, pt: str) -> dict[str, float]:
+    """A PT model's quality in ``rec.regime.pt_quality``, keys normalised (``Original/sFTA`` → ``original_sfta``)."""
+    q = rec.regime.get("pt_quality", {})
+    q = q.get(pt) if isinstance(q, Mapping) else None
+    return {k.lower().replace("/", "_"): float(v) for k, v in q.items()} if isinstance(q, Mapping) else {}
+
+
+def joined(a: Record, b: Record, tag_a: Mapping, tag_b: Mapping) -> list[dict]:
+    """The one-seed runs of ``a`` and those of ``b`` on ``a``'s PT models, each row updated with its record's tag,
+    for pairing on (pt, seed) across two records.
 
     Raises:
-      ValueError: a PT model of ``other`` is not ``full``'s (another label or other quality in ``regime.pt_quality``),
-        so the runs would not share their PT model.
+      ValueError: a PT model of ``a`` is missing from ``b``'s ``regime.pt_quality`` or disagrees with it on a
+        measure both record (another label or another model), so the runs would not share their PT model.
     """
-    mine, theirs = other.regime.get("pt_quality", {}), full.regime.get("pt_quality", {})
-    pts = {r["pt"] for r in other.rows}
+    pts = {r["pt"] for r in a.rows if isinstance(r.get("seed"), int)}
     for pt in sorted(pts):
-        if pt not in theirs or mine.get(pt) != theirs[pt]:
-            raise ValueError(f"record {other.name}: PT model {pt} ({mine.get(pt)}) is not {full.name}'s "
-                             f"({theirs.get(pt)}): its runs cannot be paired with that record's")
-    return ([dict(r, update=update) for r in other.rows if isinstance(r.get("seed"), int)]
-            + [dict(r, update="full") for r in full.rows if r.get("pt") in pts and isinstance(r.get("seed"), int)])
+        mine, theirs = _quality(a, pt), _quality(b, pt)
+        common = set(mine) & set(theirs)
+        if "original_sfta" not in common or any(abs(mine[k] - theirs[k]) > 0.005 for k in common):
+            raise ValueError(f"record {a.name}: PT model {pt} ({a.regime.get('pt_quality', {}).get(pt)}) is not "
+                             f"{b.name}'s ({b.regime.get('pt_quality', {}).get(pt)}): its runs cannot be paired with "
+                             "that record's")
+    return ([dict(r, **tag_a) for r in a.rows if isinstance(r.get("seed"), int)]
+            + [dict(r, **tag_b) for r in b.rows if r.get("pt") in pts and isinstance(r.get("seed"), int)])
+
+
+def update_rows(other: Record, full: Record, update: str) -> list[dict]:
+    """``other``'s runs (tagged ``update``) and ``full``'s full-update runs of the same PT models (:func:`joined`)."""
+    return joined(other, full, {"update": update}, {"update": "full"})
 
 
 def lora_worst(records) -> Judgement:
