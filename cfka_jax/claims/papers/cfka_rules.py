@@ -1,7 +1,7 @@
 """The verdict rules of the cFKA / STOC paper's empirical claims (the registry is ``cfka.py``).
 
 Every rule reads the records ``cfka.py`` names for it (``results/cfka/*.json``) and judges the paper's statement
-with the spread rule of ``claims/verdicts.py``. Four shapes beyond "a above b" recur here:
+with the spread rule of ``claims/verdicts.py``. Five shapes beyond "a above b" recur here:
 
 * **Regimes** (:func:`regimes`): one statement tested in several worlds, doses or PT models. ``holds`` only when it
   holds in every regime; ``partly`` when it holds (or holds in direction) in some; ``refuted`` only when refuted
@@ -14,6 +14,8 @@ with the spread rule of ``claims/verdicts.py``. Four shapes beyond "a above b" r
   (``not reproduced``); a larger one in the paper's direction is ``partly`` (one run).
 * **"About equal"** (:func:`similar`): the paper's "≈" statements are held to the paper's own largest difference
   between the rows it calls equal, :data:`PAPER_TOL`.
+* **Two records of one set of PT models** (:func:`joined`): runs of two studies (the same PT folders, another
+  update or α) pair on (pt, seed) only when both records give the same PT quality for every PT label.
 """
 
 from __future__ import annotations
