@@ -198,6 +198,23 @@ def test_phi_vs_uniform_pairs_runs_on_pt_and_seed(runs, verdict):
     assert "w = 1 − plain replay-all" in j.reason and "6 pairs" in j.ours
 
 
+def test_two_biography_phi_records_keep_their_pt_models_apart():
+    """A second record's PT labels (s0, s1) name other models than the first's s0: runs pair within a record only,
+    and the verdict is over all nine pairs."""
+    first = phi_records([(0.3, 1e-7)] * 3, {("s0", s): (0.8, 0.3) for s in range(3)},
+                        bio_runs={("s0", s): (0.84, 0.77, 0.77) for s in range(3)})
+    second = phi_records([(0.3, 1e-7)] * 3, dict.fromkeys(GRID, (0.8, 0.3)),
+                         bio_runs=dict.fromkeys(GRID, (0.70, 0.77, 0.77)))[taalm.BIO]
+    recs = {**first, taalm.BIO_2PT: Record(taalm.BIO_2PT, second.origin, second.provenance, second.regime,
+                                           second.rows)}
+    merged = taalm.bio_phi(recs)
+    assert {r["pt"] for r in merged.rows} == {"1:s0", "2:s0", "2:s1"} and merged.seeds == 3
+    j = taalm._phi_vs_uniform(recs)
+    assert j.verdict == "not reproduced", j.reason  # above on the first record's 3 pairs, below on the other 6
+    assert "9 pairs" in j.ours
+    assert taalm._phi_vs_uniform(first).verdict == "holds"
+
+
 # ------------------------------------------------------------------ K-Adapter's budget, TemporalWiki epochs, φ size
 
 def budget_record(values: dict[str, list[float]], lr=3e-2):

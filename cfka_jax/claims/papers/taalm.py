@@ -45,14 +45,19 @@ LR_CMD = ("python -m cfka_jax.experiments.taalm_lr --preset small --lrs 1e-3,3e-
           "\"Finetune,TAALM,K-Adapter,TAALM + K-Adapter,Oracle,RHO-1,Mix-review,RecAdam\" (θ0, sets and φ of cfka "
           "taalm --preset small --seed N)")
 PHI_W, BIO = "taalm/phi_weights_small", "taalm/biography_phi_small"
+BIO_2PT = "taalm/biography_phi_small_2pt"
+"""The Biography φ study again on two PT models (s0, s1) × 3 seeds, on another machine: its PT models are not
+:data:`BIO`'s (the same spec, other floating-point results), so :func:`bio_phi` keeps the two records' PT models
+apart."""
 SMALL = ("cfka taalm --preset small --seed N --out runs/taalm-small-sN --record small --record-seeds 0,1,2 "
          "(N = 0, 1, 2)")
 PHI_CMD = ("cfka taalm --preset small --record small --record-seeds 0,1,2 --phi-record-only (reads the φ of "
            "runs/taalm-small-sN, N = 0, 1, 2, made by the LAMA-CKL command)")
-BIO_CMD = ("cfka bio-table --preset small --ewc-lambda 1e6 --ewc-sweep 1e4,1e8 --pt-seeds 0,1 --seeds 0,1,2 --out "
-           "runs/bio-s3 (PT replicates and plain replay-all runs); cfka taalm --biography runs/bio-s3 --pt-seeds 0 "
-           "--seeds 0,1,2 --preset small --out runs/taalm-bio-s3 --cache-dir runs/data-cache --plain-dirs "
-           "\"runs/bio-s3/cpt-replay-all-full/pt{pt}-seed{seed}\" --record taalm/biography_phi_small")
+BIO_CMD = ("cfka bio-table --preset small --cells replay-all-full --pt-seeds 0,1 --seeds 0,1,2 --pt-root runs/pt-small "
+           "--out runs/bio-small-real (PT replicates and plain replay-all runs); cfka taalm --biography runs/pt-small "
+           "--pt-seeds 0,1 --seeds 0,1,2 --preset small --out runs/taalm-bio-s3 --cache-dir runs/data-cache "
+           "--plain-dirs \"runs/bio-small-real/cpt-replay-all-full/pt{pt}-seed{seed}\" --record "
+           "taalm/biography_phi_small")
 LR = "lr 3e-3 chosen on Finetune and Oracle only"
 PAPER_LAMA = ("Llama-2-7B QLoRA (NF4, LoRA r 64 α 16), φ TinyLlama-1.1B-Chat + LoRA; 500 TO-LEARN + 500 "
               "NOT-TO-FORGET LAMA facts; 30 epochs of batch 64 (8 updates each), AdamW lr 1e-4 for every method")
@@ -259,14 +264,14 @@ def _phi_tokens(records: Mapping[str, Record]) -> Judgement:
     """φ's mean weight on the fact's object/value tokens against the other tokens, in both worlds, run by run."""
     parts = []
     for name, kind, target in ((PHI_W, "evidence", "object"), (BIO, "phi_weights", "value")):
-        rec = records[name]
+        rec = bio_phi(records) if name == BIO else records[name]
         a, b = {"kind": kind, "tokens": target}, {"kind": kind, "tokens": "other"}
         j, g = _over_runs(rec, "mean_weight", a, b, claim=f"φ's mean weight on {target} tokens above the rest "
                                                             f"({name}, {_seeds(rec)})")
         parts.append(Judgement(j.verdict, j.reason, f"{target} {_g(rec.values('mean_weight', **a))} vs other "
                                                     f"{_g(rec.values('mean_weight', **b))}; {g.show(3)}"))
     shares = records[PHI_W].select(kind="object_share")
-    uniform, phi = (records[BIO].values("median", kind="value_share", weights=w) for w in ("uniform", "phi"))
+    uniform, phi = (bio_phi(records).values("median", kind="value_share", weights=w) for w in ("uniform", "phi"))
     mins = " / ".join(f"{r['min']:.2g}" for r in shares)
     j = combine(parts, f"LAMA-CKL object share of a document's weight: least per seed {mins}, median ≥ "
                        f"{min(r['median'] for r in shares):.4g}; Biography median value share {_g(uniform)} under "
@@ -277,10 +282,24 @@ def _phi_tokens(records: Mapping[str, Record]) -> Judgement:
 PHI_RUN, UNIFORM_RUN, PLAIN_RUN = "replay-all + TAALM φ", "replay-all + TWPPL w = 1", "replay-all"
 
 
+def bio_phi(records: Mapping[str, Record]) -> Record:
+    """The Biography φ runs of :data:`BIO` and, where present, :data:`BIO_2PT` as one record whose PT labels name
+    their record (``1:s0``; ``2:s0``, ``2:s1``): the two machines' PT models are different models, so runs pair only
+    within a record; seeds and PT replicates are counted over both."""
+    recs = [records[BIO]] + ([records[BIO_2PT]] if BIO_2PT in records else [])
+    if len(recs) == 1:
+        return recs[0]
+    rows = tuple(dict(r, pt=f"{i}:{r['pt']}") if "pt" in r else r for i, rec in enumerate(recs, 1) for r in rec.rows)
+    prov = dict(recs[0].provenance, seeds=sorted({s for rec in recs for s in rec.provenance.get("seeds", [])}),
+                pt_replicates=[f"{i}:{p}" for i, rec in enumerate(recs, 1)
+                               for p in rec.provenance.get("pt_replicates", [])])
+    return Record(BIO, recs[0].origin, prov, recs[0].regime, rows)
+
+
 def _phi_vs_uniform(records: Mapping[str, Record]) -> Judgement:
     """Replay-all with TWPPL under φ against TWPPL at w = 1 (the same loss, uniform weights) at the last step, run
     by run; the w = 1 control against plain replay-all shows what TWPPL's normalisation alone does."""
-    rec = records[BIO]
+    rec = bio_phi(records)
     step = max(r["step"] for r in rec.select(kind="cpt", run=PHI_RUN))
     parts = []
     for metric in ("continual_hfta", "original_hfta"):
@@ -592,24 +611,28 @@ CLAIMS: tuple[PaperClaim, ...] = (
     _claim("phi-important-tokens", "§3–§4 (Train-Attention, meta-gradient); the weight heat maps",
            "Train-Attention, meta-learned through the inner update, predicts which tokens matter: its weights "
            "concentrate on the tokens that carry the knowledge the later task asks for",
-           "qualitative (heat maps); no number in the reference release", _phi_tokens, (PHI_W, BIO),
+           "qualitative (heat maps); no number in the reference release", _phi_tokens, (PHI_W, BIO, BIO_2PT),
            command=f"{PHI_CMD}; {BIO_CMD}",
            regime="TinyLlama-1.1B φ (LoRA + scalar head), meta-trained on 4,166 LAMA (D, T_D) pairs, 30 epochs",
            explanation="Every seed's LAMA-CKL φ became almost the Oracle mask (object 0.285 / 0.678 / 0.317 vs other "
                        "≤ 7e-4; the median document puts all but 1e-5 of its weight on the object); the Biography φ "
-                       "is far softer and depends on the meta-step its checkpoint rule picks (value vs other 0.978 vs "
-                       "0.937 at step 40 on seed 0, 0.738 vs 0.155 at step 210 on seed 1; one PT model × 3 seeds, "
-                       "docs/taalm.md §What φ learned)."),
+                       "is softer and depends on the meta-step its checkpoint rule picks (value vs other from 0.978 vs "
+                       "0.937 at step 40 to 0.571 vs 0.026 at step 200), above the rest in all 9 (PT model, seed) "
+                       "pairs of two studies (3 PT models; docs/taalm.md §What φ learned)."),
     _claim("phi-vs-uniform", "§2 TWPPL (Finetune = the same update with uniform weights); beyond the paper",
            "Weighting the training tokens by the meta-learned Train-Attention (TWPPL) teaches new knowledge better "
            "than the same training with uniform weights",
-           "LAMA-CKL TAALM 0.429 vs Finetune 0.115 Top Acc", _phi_vs_uniform, (BIO,), command=BIO_CMD,
+           "LAMA-CKL TAALM 0.429 vs Finetune 0.115 Top Acc", _phi_vs_uniform, (BIO, BIO_2PT), command=BIO_CMD,
            regime=PAPER_LAMA,
            explanation="An ablation the paper does not run, in a Biography CPT with replay-all, paired on (PT model, "
-                       "seed), one PT model × 3 seeds: TWPPL at w = 1 matches plain replay within 0.001 in every pair, "
-                       "so the gain (Continual hFTA +0.007 … +0.075) is φ's weights, not TWPPL's normalisation; its "
-                       "size follows the meta-step φ's checkpoint rule picks (+0.007 where it picked step 40 and φ "
-                       "stayed near uniform); replay documents are weighted by φ too. One method."),
+                       "seed) over two studies: the first (one PT model × 3 seeds) gained Continual hFTA +0.007 … "
+                       "+0.075 in every pair; the second, on two PT models of another machine (same spec, other "
+                       "floating-point results) × 3 seeds, lost −0.003 … −0.079 in every pair, its φ putting more "
+                       "weight on the values (median value share 0.21–0.82 against 0.13–0.42). TWPPL at w = 1 "
+                       "matches plain replay within 0.0013 in all 9 pairs, so both signs are φ's weights. On Continual "
+                       "sFTA (the probability of the right first token, not the argmax the verdict reads) φ is above "
+                       "in all 9 pairs (+0.004 … +0.126). Replay documents are weighted by φ too; one method "
+                       "(docs/taalm.md)."),
     _claim("lama-7b", "Table 1 at the paper's scale",
            "TAALM's LAMA-CKL results at Llama-2-7B QLoRA with a TinyLlama-1.1B φ (Top Acc 0.429 at epoch 4, "
            "NF Acc 0.898, Total Knowledge 1.327)", "Top Acc 0.4290, NF Acc 0.8983",
