@@ -312,9 +312,9 @@ NAIVE_WORLDS = ((SMALL_S3, "small", None), (SCALE, "small-bpe1024", {"world": "s
 def _pt_sfta(pts: Record, rec: Record, world: str, pt: str) -> float:
     """The PT model's Original sFTA: from the record's own ``regime.pt_quality`` where a produced study wrote it
     per PT replicate, else from the PT-model table."""
-    quality = rec.regime.get("pt_quality")
-    if isinstance(quality, Mapping) and isinstance(quality.get(pt), Mapping) and "Original/sFTA" in quality[pt]:
-        return float(quality[pt]["Original/sFTA"])
+    quality = _quality(rec, pt)
+    if "original_sfta" in quality:
+        return quality["original_sfta"]
     return pts.values("original_sfta", world=world, pt=pt)[0]
 
 
